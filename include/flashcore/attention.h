@@ -1,0 +1,84 @@
+// flashcore's attention entry points: forward() and backward().
+//
+// Layout (FlashAttention's):
+//   q, out, dq, dout : (batch, seqlen_q, heads_q,  head_dim)
+//   k, v, dk, dv     : (batch, seqlen_k, heads_kv, head_dim)
+//   lse              : (batch, heads_q,  seqlen_q), float32, natural log
+// Any strides are accepted as long as the last dimension (head_dim) is contiguous (stride 1).
+//
+// Semantics:
+//   out = softmax(scale * q kᵀ + mask) v, computed exactly with an online softmax (never N×N).
+//   lse[b, h, i] = log(sum_j exp(scale * q_i · k_j)) over the keys row i may see.
+//   GQA/MQA: heads_q must be a multiple of heads_kv; query head h reads kv head
+//            h / (heads_q / heads_kv), as in FlashAttention.
+//   causal:  aligned to the bottom-right corner of the score matrix, as FlashAttention does
+//            when seqlen_q != seqlen_k: query i may see key j iff j <= i + seqlen_k - seqlen_q.
+//            A query row that sees no key at all (causal with seqlen_q > seqlen_k) gets an output
+//            of 0 and an LSE of -inf; its gradients are 0.
+//
+// Every call returns a Status. A rejected call writes nothing; its message names the argument
+// and what was expected.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "flashcore/tensor.h"
+
+namespace flashcore {
+
+// Which implementation runs. kAuto follows the tensors' device: CPU tensors go to the tiled CPU
+// flash backend, CUDA tensors to the best GPU kernel for the device's architecture.
+enum class Backend : int {
+  kAuto = 0,
+  kCpu = 1,           // tiled, threaded CPU flash attention (fp32 accumulation)
+  kCpuReference = 2,  // float64 reference that materialises the scores: the correctness oracle
+  kCuda = 3,
+};
+const char* backend_name(Backend backend);
+
+inline constexpr int kMaxHeadDim = 256;
+
+struct ForwardParams {
+  TensorView q;
+  TensorView k;
+  TensorView v;
+  TensorView out;  // same dtype as q
+  TensorView lse;  // optional (data == nullptr: not written)
+  std::optional<float> softmax_scale;  // default 1/sqrt(head_dim)
+  bool causal = false;
+  Backend backend = Backend::kAuto;
+  void* stream = nullptr;  // cudaStream_t for CUDA tensors; nullptr is the default stream
+  int num_threads = 0;     // CPU backends: 0 uses every hardware thread
+};
+
+struct BackwardParams {
+  TensorView q;
+  TensorView k;
+  TensorView v;
+  TensorView out;   // the forward's output
+  TensorView dout;  // gradient of the loss with respect to out
+  TensorView lse;   // the forward's LSE (required)
+  TensorView dq;    // outputs, same dtype and shapes as q, k, v
+  TensorView dk;
+  TensorView dv;
+  std::optional<float> softmax_scale;
+  bool causal = false;
+  // Bit-identical gradients run after run (GPU: no floating-point atomics whose order varies).
+  bool deterministic = false;
+  Backend backend = Backend::kAuto;
+  void* stream = nullptr;
+  int num_threads = 0;
+  // Scratch memory on the tensors' device, at least backward_workspace_size() bytes. When null the
+  // library allocates (and frees) it itself.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+Status forward(const ForwardParams& params);
+
+// Bytes of scratch memory backward() needs for these params (0 for the CPU backends).
+Status backward_workspace_size(const BackwardParams& params, std::size_t* bytes);
+Status backward(const BackwardParams& params);
+
+}  // namespace flashcore

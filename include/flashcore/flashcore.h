@@ -1,0 +1,10 @@
+// flashcore: exact attention (FlashAttention) for NVIDIA GPUs and the CPU.
+#pragma once
+
+#include "flashcore/attention.h"
+#include "flashcore/tensor.h"
+
+namespace flashcore {
+// Whether this build contains the CUDA backend (it still needs a GPU of compute capability >= 8.0).
+bool built_with_cuda();
+}  // namespace flashcore

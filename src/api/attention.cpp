@@ -1,0 +1,56 @@
+// forward() and backward(): validate, then hand the call to the backend the problem resolved to.
+#include "flashcore/attention.h"
+
+#include "api/cuda_backend.h"
+#include "api/problem.h"
+#include "api/return_if_error.h"
+#include "cpu/cpu_backend.h"
+
+namespace flashcore {
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kCpu: return "cpu";
+    case Backend::kCpuReference: return "cpu_reference";
+    case Backend::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+Status forward(const ForwardParams& params) {
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
+  switch (problem.backend) {
+    case Backend::kCpu: return cpu::flash_forward(params, problem);
+    case Backend::kCpuReference: return cpu::reference_forward(params, problem);
+    case Backend::kCuda: return cuda::forward(params, problem);
+    case Backend::kAuto: break;
+  }
+  return Status::Internal("flashcore::forward: backend left unresolved");
+}
+
+Status backward_workspace_size(const BackwardParams& params, std::size_t* bytes) {
+  if (bytes == nullptr) return Status::InvalidArgument("flashcore::backward_workspace_size: bytes: is null");
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
+  if (problem.backend != Backend::kCuda) {
+    *bytes = 0;
+    return Status::Ok();
+  }
+  return cuda::backward_workspace_size(params, problem, bytes);
+}
+
+Status backward(const BackwardParams& params) {
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
+  switch (problem.backend) {
+    case Backend::kCpu: return cpu::flash_backward(params, problem);
+    case Backend::kCpuReference: return cpu::reference_backward(params, problem);
+    case Backend::kCuda: return cuda::backward(params, problem);
+    case Backend::kAuto: break;
+  }
+  return Status::Internal("flashcore::backward: backend left unresolved");
+}
+
+}  // namespace flashcore

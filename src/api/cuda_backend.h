@@ -1,0 +1,16 @@
+// What src/api needs from the CUDA backend. Built from src/cuda when CUDA is enabled, otherwise
+// from src/api/cuda_unavailable.cpp, whose functions report that this build has no CUDA.
+#pragma once
+
+#include <cstddef>
+
+#include "api/problem.h"
+
+namespace flashcore::cuda {
+
+Status forward(const ForwardParams& params, const detail::AttentionProblem& problem);
+Status backward_workspace_size(const BackwardParams& params, const detail::AttentionProblem& problem,
+                               std::size_t* bytes);
+Status backward(const BackwardParams& params, const detail::AttentionProblem& problem);
+
+}  // namespace flashcore::cuda
