@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one command for a GPU machine (the device tool's, or any CUDA box): build with every core,
+# then run the requested steps. Logs go to $OUT (the device tool's return folder) or build/device-out.
+#
+#   bash scripts/device.sh [STEP...]     default: build test
+#   build      configure (preset hopper: sm_90 SASS only, for quick builds) and build everything
+#   test       ctest: CPU and GPU suites
+#   sanitize   compute-sanitizer memcheck + racecheck on the GPU tests named *Sanitize*
+#   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run
+#   FILTER=... narrows the GPU tests of `test` (a gtest filter); PRESET=default builds sm_80 too.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/build/device-out}"
+mkdir -p "$out"
+preset="${PRESET:-hopper}"
+configure_args=()
+[ -f .carry/cutlass_include/cute/tensor.hpp ] && configure_args+=("-DCUTLASS_DIR=$root/.carry/cutlass_include")
+[ -f .carry/googletest/CMakeLists.txt ] && configure_args+=("-DFLASHCORE_GTEST_SOURCE_DIR=$root/.carry/googletest")
+gpu_tests="build/$preset/tests/gpu/flashcore_gpu_tests"
+status=0
+
+[ $# -eq 0 ] && set -- build test
+for step in "$@"; do
+  echo "=== device.sh: $step ($(date +%T))"
+  case "$step" in
+    build)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
+      cmake --preset "$preset" "${configure_args[@]}" >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+      start=$(date +%s)
+      if ! cmake --build --preset "$preset" -j"$(nproc)" >"$out/build.log" 2>&1; then
+        grep -E "error|FAILED" "$out/build.log" | head -40
+        exit 1
+      fi
+      echo "build: $(( $(date +%s) - start )) s; spills:"; grep -c "spill" "$out/build.log" || true
+      ;;
+    test)
+      if [ -n "${FILTER:-}" ]; then
+        "$gpu_tests" --gtest_filter="$FILTER" 2>&1 | tee "$out/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran|Failure|error" | head -60
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      else
+        ctest --preset "$preset" --output-on-failure >"$out/ctest.log" 2>&1 || status=1
+        grep -E "tests passed|Failed|FAILED|\*\*\*" "$out/ctest.log" | head -40
+      fi
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 3 "$gpu_tests" --gtest_filter='*Sanitize*' \
+          >"$out/sanitize_$tool.log" 2>&1
+        rc=$?
+        echo "compute-sanitizer $tool: exit $rc"; tail -4 "$out/sanitize_$tool.log"
+        [ $rc -eq 0 ] || status=1
+      done
+      ;;
+    bench) bash scripts/bench.sh --cli "build/$preset/tools/flashcore" || status=1 ;;
+    bench-quick) bash scripts/bench.sh --quick --cli "build/$preset/tools/flashcore" || status=1 ;;
+    *) echo "device.sh: unknown step '$step'"; exit 2 ;;
+  esac
+done
+exit $status

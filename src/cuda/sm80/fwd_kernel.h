@@ -1,0 +1,194 @@
+// The sm80 forward kernel: one CTA computes a kBlockM-row block of O for one (batch, head).
+//
+//   prologue   Q tile and the last K tile in flight (cp.async)
+//   mainloop   key blocks from last to first (the masked ones come first, so the mask check is a
+//              uniform branch on the block index):
+//                S = Q Kᵀ           tensor cores, operands streamed by ldmatrix from smem
+//                mask               only on blocks that straddle the diagonal or seqlen_k
+//                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
+//                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
+//              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
+//   epilogue   O / rowsum through shared memory to 16-byte global stores; LSE per row.
+#pragma once
+
+#include <cmath>
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/copy.h"
+#include "cuda/common/fragment.h"
+#include "cuda/common/gemm.h"
+#include "cuda/common/mask.h"
+#include "cuda/common/softmax.h"
+#include "cuda/sm80/fwd_params.h"
+
+namespace flashcore::cuda::sm80 {
+
+// A query block that sees no key at all (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
+template <class Traits>
+__device__ void write_empty_block(const FwdParams& params, int m_block, int head, int batch) {
+  using Element = typename Traits::Element;
+  const int m0 = m_block * Traits::kBlockM;
+  const int rows = min(Traits::kBlockM, params.seqlen_q - m0);
+  Element* o = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  for (int i = threadIdx.x; i < rows * params.head_dim; i += Traits::kNThreads) {
+    o[(m0 + i / params.head_dim) * params.o_row_stride + i % params.head_dim] = Element(0.0f);
+  }
+  if (params.lse != nullptr) {
+    float* lse = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+    for (int i = threadIdx.x; i < rows; i += Traits::kNThreads) lse[m0 + i] = -INFINITY;
+  }
+}
+
+template <class Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim;
+
+  extern __shared__ __align__(128) char smem[];
+  const int tid = threadIdx.x;
+  const int m_block = blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
+  const int m0 = m_block * kBlockM;
+
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
+  if (n_block_end <= 0) {
+    write_empty_block<Traits>(params, m_block, head, batch);
+    return;
+  }
+  const int n_block_unmasked = mask.n_block_unmasked(m_block, kBlockM, kBlockN);
+
+  // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
+  // head_dim are predicated off.
+  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
+  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+                          make_stride(params.q_row_stride, _1{}));
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+                          make_stride(params.k_row_stride, _1{}));
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+                          make_stride(params.v_row_stride, _1{}));
+  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+                          make_stride(params.o_row_stride, _1{}));
+  Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
+  Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
+  Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
+  Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
+
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
+  Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});                        // (kHeadDim, kBlockN)
+  Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});  // shapes only
+
+  // Global -> shared copies, with identity tensors giving each element's (row, col) for predicates.
+  typename Traits::GmemTiledCopyQKV gmem_tiled_copy;
+  auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tid);
+  Tensor tQgQ = gmem_thr_copy.partition_S(gQ);  // (CPY, CPY_M, CPY_K)
+  Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
+  Tensor tKgK = gmem_thr_copy.partition_S(gK);  // (CPY, CPY_N, CPY_K, n)
+  Tensor tKsK = gmem_thr_copy.partition_D(sK);
+  Tensor tVgV = gmem_thr_copy.partition_S(gV);  // (CPY, CPY_N, CPY_K, n)
+  Tensor tVsV = gmem_thr_copy.partition_D(sV);
+  Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor tKVcKV = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+
+  // Tensor-core partitions.
+  typename Traits::TiledMma tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tid);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);            // (MMA, MMA_M, MMA_K)
+  Tensor tSrK = thr_mma.partition_fragment_B(sK);            // (MMA, MMA_N, MMA_K)
+  Tensor tOrVt = thr_mma.partition_fragment_B(sVtNoSwizzle);  // (MMA, MMA_K=head_dim, MMA_N)
+  Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_K)
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));  // coords of S
+
+  auto smem_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_copy_v = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+  Tensor tSsQ = smem_copy_q.get_thread_slice(tid).partition_S(sQ);
+  Tensor tSsK = smem_copy_k.get_thread_slice(tid).partition_S(sK);
+  Tensor tOsVt = smem_copy_v.get_thread_slice(tid).partition_S(sVt);
+
+  // Prologue.
+  const int rows_q = params.seqlen_q - m0;
+  copy_tile_predicated<true>(gmem_tiled_copy, tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
+  int n_block = n_block_end - 1;
+  copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV,
+                             params.seqlen_k - n_block * kBlockN, params.head_dim);
+  cp_async_fence();
+
+  constexpr int kRows = decltype(size<0>(accumulator_as_rows_cols(acc_o.layout())))::value;
+  OnlineSoftmax<kRows> softmax;
+  clear(acc_o);
+
+  // Mainloop.
+  for (; n_block >= 0; --n_block) {
+    Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
+    clear(acc_s);
+    cp_async_wait<0>();
+    __syncthreads();  // K[n_block] (and Q) are in smem; every warp is done reading the previous V
+    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n_block), tVsV, tKVcKV,
+                               params.seqlen_k - n_block * kBlockN, params.head_dim);
+    cp_async_fence();
+
+    gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, smem_copy_q, smem_copy_k, tid);
+    if (n_block >= n_block_unmasked) mask.apply(acc_s, tScS, m0, n_block * kBlockN);
+
+    cp_async_wait<0>();
+    __syncthreads();  // V[n_block] is in smem; every warp is done reading K[n_block]
+    if (n_block > 0) {
+      copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV,
+                                 params.seqlen_k - (n_block - 1) * kBlockN, params.head_dim);
+      cp_async_fence();
+    }
+
+    softmax.update(acc_s, acc_o, params.scale_log2);
+    Tensor rP = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
+    gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, smem_copy_v, tid);
+  }
+
+  // Epilogue: normalise, stage O through Q's shared memory, store rows that exist.
+  float lse[kRows];
+  softmax.finalize(acc_o, params.softmax_scale, lse);
+  Tensor rO = convert_fragment<Element>(acc_o);
+  Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});  // (kBlockM, kHeadDim)
+  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
+  auto smem_thr_copy_o = smem_copy_o.get_thread_slice(tid);
+  __syncthreads();  // every warp is done reading Q from smem before O overwrites it
+  copy(smem_copy_o, smem_thr_copy_o.retile_S(rO), smem_thr_copy_o.partition_D(sO));
+  __syncthreads();
+
+  typename Traits::GmemTiledCopyO gmem_tiled_copy_o;
+  auto gmem_thr_copy_o = gmem_tiled_copy_o.get_thread_slice(tid);
+  Tensor tOsO = gmem_thr_copy_o.partition_S(sO);  // (CPY, CPY_M, CPY_K)
+  Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
+  Tensor tOrO = make_tensor<Element>(shape(tOgO));
+  copy(gmem_tiled_copy_o, tOsO, tOrO);
+  Tensor tOcO = gmem_thr_copy_o.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  copy_tile_predicated<false>(gmem_tiled_copy_o, tOrO, tOgO, tOcO, rows_q, params.head_dim);
+
+  if (params.lse != nullptr) {
+    // Lanes of a quad hold the same rows; the one holding column 0 writes.
+    Tensor tOcAcc = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    Tensor rows_cols = make_tensor(tOcAcc.data(), accumulator_as_rows_cols(tOcAcc.layout()));
+    if (get<1>(rows_cols(0, 0)) == 0) {
+      float* lse_ptr = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        const int row = get<0>(rows_cols(r, 0));
+        if (row < rows_q) lse_ptr[m0 + row] = lse[r];
+      }
+    }
+  }
+}
+
+}  // namespace flashcore::cuda::sm80

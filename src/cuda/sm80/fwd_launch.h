@@ -1,0 +1,15 @@
+// Declaration of the sm80 forward launchers; definitions are instantiated one (dtype, head dim)
+// per file in src/cuda/instantiations/ so the build parallelises.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/sm80/fwd_params.h"
+#include "flashcore/tensor.h"
+
+namespace flashcore::cuda::sm80 {
+
+template <typename Element, int kHeadDim>
+Status run_fwd(const FwdParams& params, cudaStream_t stream);
+
+}  // namespace flashcore::cuda::sm80

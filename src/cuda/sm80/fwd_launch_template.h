@@ -1,0 +1,35 @@
+// Launch of the sm80 forward kernel for one (dtype, head dim); included only by the generated
+// instantiation files in src/cuda/instantiations/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/sm80/fwd_kernel.h"
+#include "cuda/sm80/fwd_launch.h"
+#include "cuda/sm80/fwd_traits.h"
+#include "cuda/sm80/tile_size.h"
+
+namespace flashcore::cuda::sm80 {
+
+template <class Traits, bool kIsCausal>
+Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
+  auto kernel = &fwd_kernel<Traits, kIsCausal>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSmemBytes > 48 * 1024) {
+    FLASHCORE_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  }
+  const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
+  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+  return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm80 forward kernel");
+}
+
+template <typename Element, int kHeadDim>
+Status run_fwd(const FwdParams& params, cudaStream_t stream) {
+  constexpr FwdTileSize kTile = fwd_tile_size(kHeadDim);
+  using Traits = FwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps>;
+  return params.causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+}
+
+}  // namespace flashcore::cuda::sm80
