@@ -1,5 +1,9 @@
-// Warp-level GEMMs over register fragments with the shared->register loads of the next k-slice
-// issued before the MMAs of the current one, so ldmatrix latency hides behind tensor-core work.
+// Warp-level GEMMs over register fragments, operands loaded from shared memory one k-slice at a
+// time right before its MMAs.
+//
+// Loading slice k+1 ahead of the MMAs of slice k (software prefetch) measured slower on H100
+// (docs/tuning/forward.md): it holds a second set of fragments in registers, and with two CTAs
+// of 4 warps per SM the ldmatrix latency is already hidden by the other warps.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -18,14 +22,10 @@ __forceinline__ __device__ void gemm_smem_smem(TiledMma const& tiled_mma, Acc& a
   auto thr_copy_b = copy_b.get_thread_slice(thread_idx);
   Tensor tCrA_copy = thr_copy_a.retile_D(tCrA);
   Tensor tCrB_copy = thr_copy_b.retile_D(tCrB);
-  copy(copy_a, tCsA(_, _, _0{}), tCrA_copy(_, _, _0{}));
-  copy(copy_b, tCsB(_, _, _0{}), tCrB_copy(_, _, _0{}));
   CUTE_UNROLL
   for (int k = 0; k < size<2>(tCrA); ++k) {
-    if (k + 1 < size<2>(tCrA)) {
-      copy(copy_a, tCsA(_, _, k + 1), tCrA_copy(_, _, k + 1));
-      copy(copy_b, tCsB(_, _, k + 1), tCrB_copy(_, _, k + 1));
-    }
+    copy(copy_a, tCsA(_, _, k), tCrA_copy(_, _, k));
+    copy(copy_b, tCsB(_, _, k), tCrB_copy(_, _, k));
     gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
   }
 }
@@ -37,10 +37,9 @@ __forceinline__ __device__ void gemm_reg_smem(TiledMma const& tiled_mma, Acc& ac
   using namespace cute;
   auto thr_copy_b = copy_b.get_thread_slice(thread_idx);
   Tensor tCrB_copy = thr_copy_b.retile_D(tCrB);
-  copy(copy_b, tCsB(_, _, _0{}), tCrB_copy(_, _, _0{}));
   CUTE_UNROLL
   for (int k = 0; k < size<2>(tCrA); ++k) {
-    if (k + 1 < size<2>(tCrA)) copy(copy_b, tCsB(_, _, k + 1), tCrB_copy(_, _, k + 1));
+    copy(copy_b, tCsB(_, _, k), tCrB_copy(_, _, k));
     gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
   }
 }

@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x;
-  const int m_block = blockIdx.x;
+  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
+  const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
