@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 
@@ -130,24 +131,26 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   OnlineSoftmax<kRows> softmax;
   clear(acc_o);
 
-  // Mainloop.
-  for (; n_block >= 0; --n_block) {
+  // Mainloop. One key block; kMasked is a compile-time tag so the unmasked blocks (all but the
+  // one or two that straddle the diagonal or seqlen_k) carry no mask code at all.
+  auto process_key_block = [&](int n, auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     cp_async_wait<0>();
-    __syncthreads();  // K[n_block] (and Q) are in smem; every warp is done reading the previous V
-    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n_block), tVsV, tKVcKV,
-                               params.seqlen_k - n_block * kBlockN, params.head_dim);
+    __syncthreads();  // K[n] (and Q) are in smem; every warp is done reading the previous V
+    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n), tVsV, tKVcKV, params.seqlen_k - n * kBlockN,
+                               params.head_dim);
     cp_async_fence();
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, smem_copy_q, smem_copy_k, tid);
-    if (n_block >= n_block_unmasked) mask.apply(acc_s, tScS, m0, n_block * kBlockN);
+    if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     cp_async_wait<0>();
-    __syncthreads();  // V[n_block] is in smem; every warp is done reading K[n_block]
-    if (n_block > 0) {
-      copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV,
-                                 params.seqlen_k - (n_block - 1) * kBlockN, params.head_dim);
+    __syncthreads();  // V[n] is in smem; every warp is done reading K[n]
+    if (n > 0) {
+      copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n - 1), tKsK, tKVcKV,
+                                 params.seqlen_k - (n - 1) * kBlockN, params.head_dim);
       cp_async_fence();
     }
 
@@ -155,7 +158,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     Tensor rP = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
     gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, smem_copy_v, tid);
-  }
+  };
+  for (; n_block >= n_block_unmasked; --n_block) process_key_block(n_block, std::true_type{});
+  for (; n_block >= 0; --n_block) process_key_block(n_block, std::false_type{});
 
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist.
   float lse[kRows];
