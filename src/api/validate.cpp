@@ -48,7 +48,8 @@ class Checker {
       }
     }
     std::int64_t max_bytes = 0;
-    if (__builtin_mul_overflow(max_offset + 1, static_cast<std::int64_t>(dtype_size(t.dtype)), &max_bytes)) {
+    if (__builtin_add_overflow(max_offset, 1, &max_bytes) ||
+        __builtin_mul_overflow(max_bytes, static_cast<std::int64_t>(dtype_size(t.dtype)), &max_bytes)) {
       return fail(name, "strides overflow a 64-bit byte offset for shape " + shape_string(t));
     }
     if (t.stride[rank - 1] != 1 && t.shape[rank - 1] != 1) {

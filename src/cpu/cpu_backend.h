@@ -2,6 +2,8 @@
 // Both take arguments already checked by src/api/validate.cpp.
 #pragma once
 
+#include <cstddef>
+
 #include "api/problem.h"
 
 namespace flashcore::cpu {
@@ -11,8 +13,16 @@ namespace flashcore::cpu {
 Status flash_forward(const ForwardParams& params, const detail::AttentionProblem& problem);
 Status flash_backward(const BackwardParams& params, const detail::AttentionProblem& problem);
 
-// Float64 reference. It materialises the full score matrix of one (batch, head) at a time and
-// shares no masking or softmax code with any fast path, so a bug there cannot pass its own check.
+// Host memory the flash backend allocates for these params beyond their tensors: each worker's
+// tiles (O(block x head_dim)) and, for the backward, one float per (batch, query head, query row).
+// Never seqlen_q x seqlen_k. For reports such as the CLI's memory line.
+std::size_t flash_forward_scratch_bytes(const detail::AttentionProblem& problem, int num_threads);
+std::size_t flash_backward_scratch_bytes(const detail::AttentionProblem& problem, int num_threads);
+
+// Float64 reference (reference.h), results rounded to the output dtype. It computes each query
+// row's scores against every key and shares no masking or softmax code with any fast path, so a
+// bug there cannot pass its own check. It recomputes the forward for the backward, so the backward
+// ignores params.out and params.lse.
 Status reference_forward(const ForwardParams& params, const detail::AttentionProblem& problem);
 Status reference_backward(const BackwardParams& params, const detail::AttentionProblem& problem);
 

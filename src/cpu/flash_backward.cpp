@@ -1,5 +1,231 @@
-// PLACEHOLDER: being written (issue 2).
+// CPU flash backward, FlashAttention-2's scheme: P is recomputed tile by tile from the forward's
+// LSE (never stored), with delta_i = rowsum(dO_i * O_i):
+//   dV += Pᵀ dO    dP = dO Vᵀ    dS = P * (dP - delta)    dK += dSᵀ Q * scale    dQ += dS K * scale
+//
+// Threading. dK/dV of a key block sum over every query row, and dQ of a query block over every key,
+// so one pass over tiles would have two tasks adding into the same rows. Two passes avoid that:
+//   pass 1: one task per (batch, kv head, key block) owns its dK, dV rows; it loops over the query
+//           heads of its group and the query blocks that see its keys;
+//   pass 2: one task per (batch, query head, query block) owns its dQ rows; it sweeps the keys.
+// Pass 2 recomputes P and dP (two extra tile products, ~40% more arithmetic), which buys no locks,
+// no atomics, no per-thread copies of dQ (O(seqlen x head_dim) each) and gradients that are
+// bit-identical whatever the thread count, so `deterministic` needs nothing extra.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <vector>
+
 #include "cpu/cpu_backend.h"
+#include "cpu/element.h"
+#include "cpu/flash_tile.h"
+#include "cpu/key_range.h"
+#include "cpu/parallel_for.h"
+#include "cpu/tile_gemm.h"
+
 namespace flashcore::cpu {
-Status flash_backward(const BackwardParams&, const detail::AttentionProblem&) { return Status::NotSupported("todo"); }
+namespace {
+
+using std::int64_t;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One worker's tiles; each pass uses the ones it needs.
+struct BackwardScratch {
+  explicit BackwardScratch(int64_t head_dim)
+      : q(kBlockM * head_dim),
+        dout(kBlockM * head_dim),
+        k(kBlockN * head_dim),
+        kt(head_dim * kBlockN),
+        vt(head_dim * kBlockN),
+        s(kBlockM * kBlockN),
+        dp(kBlockM * kBlockN),
+        dk(kBlockN * head_dim),
+        dv(kBlockN * head_dim),
+        dq(kBlockM * head_dim),
+        lse_log2(kBlockM),
+        delta(kBlockM) {}
+  std::size_t bytes() const {
+    return sizeof(float) * (q.size() + dout.size() + k.size() + kt.size() + vt.size() + s.size() + dp.size() +
+                            dk.size() + dv.size() + dq.size() + lse_log2.size() + delta.size());
+  }
+  std::vector<float> q;         // (kBlockM, head_dim)
+  std::vector<float> dout;      // (kBlockM, head_dim)
+  std::vector<float> k;         // (kBlockN, head_dim)
+  std::vector<float> kt;        // (head_dim, kBlockN)
+  std::vector<float> vt;        // (head_dim, kBlockN)
+  std::vector<float> s;         // (kBlockM, kBlockN): scores, then P
+  std::vector<float> dp;        // (kBlockM, kBlockN): dP, then dS
+  std::vector<float> dk;        // (kBlockN, head_dim) accumulator, pass 1
+  std::vector<float> dv;        // (kBlockN, head_dim) accumulator, pass 1
+  std::vector<float> dq;        // (kBlockM, head_dim) accumulator, pass 2
+  std::vector<float> lse_log2;  // (kBlockM): the forward's LSE in log2 units
+  std::vector<float> delta;     // (kBlockM): rowsum(dO * O)
+};
+
+// Per-row delta = rowsum(dO * O) for every (batch, query head, row), computed once up front since
+// both passes need it: (batch, heads_q, seqlen_q) floats.
+struct Deltas {
+  const detail::AttentionProblem& p;
+  std::vector<float> values;
+  float* row(int64_t b, int64_t h, int64_t i) { return values.data() + (b * p.heads_q + h) * p.seqlen_q + i; }
+};
+
+template <typename Element>
+void compute_deltas(const BackwardParams& params, const detail::AttentionProblem& p, Deltas& deltas) {
+  const int64_t tasks = p.batch * p.heads_q;
+  const int workers = worker_count(params.num_threads, tasks);
+  parallel_for(tasks, workers, [&](int64_t task, int) {
+    const int64_t b = task / p.heads_q;
+    const int64_t h = task % p.heads_q;
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const Element* o = row_ptr<const Element>(params.out, b, i, h);
+      const Element* d_o = row_ptr<const Element>(params.dout, b, i, h);
+      float sum = 0.0f;
+      for (int64_t d = 0; d < p.head_dim; ++d) sum += static_cast<float>(o[d]) * static_cast<float>(d_o[d]);
+      *deltas.row(b, h, i) = sum;
+    }
+  });
 }
+
+// Loads what a query block brings to a tile: Q, dO, the LSE (log2 units) and delta.
+template <typename Element>
+void load_query_block(const BackwardParams& params, Deltas& deltas, int64_t b, int64_t h, int64_t m0, int64_t rows,
+                      BackwardScratch& t) {
+  load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
+  load_tile<Element>(params.dout, b, h, m0, rows, t.dout.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    t.lse_log2[r] = lse_at(params.lse, b, h, m0 + r) * kLog2e;
+    t.delta[r] = *deltas.row(b, h, m0 + r);
+  }
+}
+
+// With the query block (rows from m0) and key block (cols from n0) loaded: t.s = P, t.dp = dS.
+void probabilities_and_dscores(const detail::AttentionProblem& p, int64_t m0, int64_t rows, int64_t n0, int64_t cols,
+                               BackwardScratch& t) {
+  const int64_t head_dim = p.head_dim;
+  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  const float scale_log2 = p.softmax_scale * kLog2e;
+  std::fill(t.s.begin(), t.s.end(), 0.0f);
+  std::fill(t.dp.begin(), t.dp.end(), 0.0f);
+  gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+  gemm_nn_acc(rows, cols, head_dim, t.dout.data(), head_dim, t.vt.data(), kBlockN, t.dp.data(), kBlockN);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = t.s.data() + r * kBlockN;
+    float* dpr = t.dp.data() + r * kBlockN;
+    // A row that sees no key has LSE -inf (and its P would be exp2(+inf)): it contributes nothing.
+    const int64_t visible = t.lse_log2[r] == kNegInf ? 0 : std::min(range.key_end(m0 + r) - n0, cols);
+    for (int64_t j = 0; j < visible; ++j) {
+      sr[j] = std::exp2(sr[j] * scale_log2 - t.lse_log2[r]);
+      dpr[j] = sr[j] * (dpr[j] - t.delta[r]);
+    }
+    for (int64_t j = std::max<int64_t>(visible, 0); j < cols; ++j) sr[j] = dpr[j] = 0.0f;
+  }
+}
+
+// Pass 1: dK and dV of the key block starting at row n0 of kv head hk.
+template <typename Element>
+void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p, Deltas& deltas, int64_t b, int64_t hk,
+                int64_t n0, BackwardScratch& t) {
+  const int64_t head_dim = p.head_dim;
+  const int64_t cols = std::min(kBlockN, p.seqlen_k - n0);
+  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
+  load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
+  std::fill(t.dk.begin(), t.dk.end(), 0.0f);
+  std::fill(t.dv.begin(), t.dv.end(), 0.0f);
+
+  const int64_t m_first = range.first_row(n0) / kBlockM * kBlockM;  // earlier rows see none of these keys
+  for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
+    for (int64_t m0 = m_first; m0 < p.seqlen_q; m0 += kBlockM) {
+      const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
+      load_query_block<Element>(params, deltas, b, h, m0, rows, t);
+      probabilities_and_dscores(p, m0, rows, n0, cols, t);
+      gemm_tn_acc(cols, head_dim, rows, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim);
+      gemm_tn_acc(cols, head_dim, rows, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim);
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    store_row(t.dk.data() + c * head_dim, head_dim, p.softmax_scale, row_ptr<Element>(params.dk, b, n0 + c, hk));
+    store_row(t.dv.data() + c * head_dim, head_dim, 1.0f, row_ptr<Element>(params.dv, b, n0 + c, hk));
+  }
+}
+
+// Pass 2: dQ of the query block starting at row m0 of query head h.
+template <typename Element>
+void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, Deltas& deltas, int64_t b, int64_t h,
+              int64_t m0, BackwardScratch& t) {
+  const int64_t head_dim = p.head_dim;
+  const int64_t hk = h / p.group_size();
+  const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
+  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  load_query_block<Element>(params, deltas, b, h, m0, rows, t);
+  std::fill(t.dq.begin(), t.dq.end(), 0.0f);
+
+  const int64_t key_end = range.key_end(m0 + rows - 1);
+  for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+    const int64_t cols = std::min(kBlockN, key_end - n0);
+    load_tile<Element>(params.k, b, hk, n0, cols, t.k.data());
+    load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
+    load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
+    probabilities_and_dscores(p, m0, rows, n0, cols, t);
+    gemm_nn_acc(rows, head_dim, cols, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    store_row(t.dq.data() + r * head_dim, head_dim, p.softmax_scale, row_ptr<Element>(params.dq, b, m0 + r, h));
+  }
+}
+
+int64_t dkdv_tasks_of(const detail::AttentionProblem& p) {
+  return p.batch * p.heads_kv * ceil_div(p.seqlen_k, kBlockN);
+}
+int64_t dq_tasks_of(const detail::AttentionProblem& p) { return p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM); }
+
+template <typename Element>
+void run_backward(const BackwardParams& params, const detail::AttentionProblem& p) {
+  Deltas deltas{p, std::vector<float>(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q))};
+  compute_deltas<Element>(params, p, deltas);
+
+  const int64_t m_blocks = ceil_div(p.seqlen_q, kBlockM);
+  const int64_t dkdv_tasks = dkdv_tasks_of(p);
+  const int64_t dq_tasks = dq_tasks_of(p);
+  const int workers = worker_count(params.num_threads, std::max(dkdv_tasks, dq_tasks));
+  std::vector<BackwardScratch> scratch(static_cast<size_t>(workers), BackwardScratch(p.head_dim));
+
+  // With causal, early key blocks and late query blocks have the most work: every head's are
+  // handed out first, so the short tasks fill the gaps at the end.
+  const int64_t kv_heads = p.batch * p.heads_kv;
+  parallel_for(dkdv_tasks, worker_count(workers, dkdv_tasks), [&](int64_t task, int worker) {
+    const int64_t n_block = task / kv_heads;
+    const int64_t bh = task % kv_heads;
+    dkdv_block<Element>(params, p, deltas, bh / p.heads_kv, bh % p.heads_kv, n_block * kBlockN,
+                        scratch[static_cast<size_t>(worker)]);
+  });
+  const int64_t q_heads = p.batch * p.heads_q;
+  parallel_for(dq_tasks, worker_count(workers, dq_tasks), [&](int64_t task, int worker) {
+    const int64_t m_block = m_blocks - 1 - task / q_heads;
+    const int64_t bh = task % q_heads;
+    dq_block<Element>(params, p, deltas, bh / p.heads_q, bh % p.heads_q, m_block * kBlockM,
+                      scratch[static_cast<size_t>(worker)]);
+  });
+}
+
+}  // namespace
+
+std::size_t flash_backward_scratch_bytes(const detail::AttentionProblem& problem, int num_threads) {
+  const int workers = worker_count(num_threads, std::max(dkdv_tasks_of(problem), dq_tasks_of(problem)));
+  const std::size_t deltas =
+      sizeof(float) * static_cast<std::size_t>(problem.batch * problem.heads_q * problem.seqlen_q);
+  return static_cast<std::size_t>(workers) * BackwardScratch(problem.head_dim).bytes() + deltas;
+}
+
+Status flash_backward(const BackwardParams& params, const detail::AttentionProblem& problem) {
+  try {
+    dispatch_element(problem.dtype, [&](auto tag) { run_backward<decltype(tag)>(params, problem); });
+  } catch (const std::bad_alloc&) {
+    return Status::Internal("flashcore::backward: out of host memory for the CPU backend's tiles");
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashcore::cpu

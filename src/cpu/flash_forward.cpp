@@ -1,5 +1,151 @@
-// PLACEHOLDER: being written (issue 2).
+// CPU flash forward: one task per (batch, query head, block of kBlockM query rows) sweeps the keys
+// in blocks of kBlockN with an online softmax (running max and sum, rescaling the accumulator when
+// the max grows), so no seqlen_q x seqlen_k matrix exists. Arithmetic is float32; each worker's
+// extra memory is its tiles, O(block x head_dim).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <vector>
+
 #include "cpu/cpu_backend.h"
+#include "cpu/element.h"
+#include "cpu/flash_tile.h"
+#include "cpu/key_range.h"
+#include "cpu/parallel_for.h"
+#include "cpu/tile_gemm.h"
+
 namespace flashcore::cpu {
-Status flash_forward(const ForwardParams&, const detail::AttentionProblem&) { return Status::NotSupported("todo"); }
+namespace {
+
+using std::int64_t;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One worker's tiles.
+struct ForwardScratch {
+  explicit ForwardScratch(int64_t head_dim)
+      : q(kBlockM * head_dim),
+        kt(head_dim * kBlockN),
+        v(kBlockN * head_dim),
+        s(kBlockM * kBlockN),
+        acc(kBlockM * head_dim),
+        row_max(kBlockM),
+        row_sum(kBlockM) {}
+  std::size_t bytes() const {
+    return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size());
+  }
+  std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale * log2(e)
+  std::vector<float> kt;       // (head_dim, kBlockN)
+  std::vector<float> v;        // (kBlockN, head_dim)
+  std::vector<float> s;        // (kBlockM, kBlockN): scores in log2 units, then probabilities
+  std::vector<float> acc;      // (kBlockM, head_dim): unnormalised output
+  std::vector<float> row_max;  // (kBlockM): running max of each row's scores, log2 units
+  std::vector<float> row_sum;  // (kBlockM): running sum of exp2(score - row_max)
+};
+
+// Folds the score tile's rows into the running max and sum, turns the scores into probabilities
+// and rescales the accumulator rows whose max grew.
+void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = t.s.data() + r * kBlockN;
+    float block_max = kNegInf;
+    for (int64_t j = 0; j < cols; ++j) block_max = std::max(block_max, sr[j]);
+    const float new_max = std::max(t.row_max[r], block_max);
+    if (new_max == kNegInf) {  // the row has seen no key yet: -inf - -inf would be NaN
+      std::fill(sr, sr + cols, 0.0f);
+      continue;
+    }
+    const float correction = std::exp2(t.row_max[r] - new_max);  // 0 on the row's first visible block
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      sr[j] = std::exp2(sr[j] - new_max);
+      sum += sr[j];
+    }
+    t.row_sum[r] = t.row_sum[r] * correction + sum;
+    t.row_max[r] = new_max;
+    if (correction != 1.0f) {
+      float* ar = t.acc.data() + r * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) ar[d] *= correction;
+    }
+  }
 }
+
+template <typename Element>
+void forward_block(const ForwardParams& params, const detail::AttentionProblem& p, int64_t b, int64_t h, int64_t m0,
+                   ForwardScratch& t) {
+  const int64_t head_dim = p.head_dim;
+  const int64_t hk = h / p.group_size();
+  const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
+  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+
+  // Scores in log2 units: exp2(x - max) then costs one subtraction per score.
+  load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
+  const float q_scale = p.softmax_scale * kLog2e;
+  for (int64_t e = 0; e < rows * head_dim; ++e) t.q[e] *= q_scale;
+  std::fill(t.acc.begin(), t.acc.end(), 0.0f);
+  std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
+  std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
+
+  const int64_t key_end = range.key_end(m0 + rows - 1);  // the block's last row sees the most keys
+  for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+    const int64_t cols = std::min(kBlockN, key_end - n0);
+    load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
+    load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
+
+    std::fill(t.s.begin(), t.s.end(), 0.0f);
+    gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    for (int64_t r = 0; r < rows; ++r) {  // keys past this row's causal limit
+      const int64_t visible = range.key_end(m0 + r) - n0;
+      for (int64_t j = std::max<int64_t>(visible, 0); j < cols; ++j) t.s[r * kBlockN + j] = kNegInf;
+    }
+    online_softmax(t, rows, cols, head_dim);
+    gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
+  }
+
+  for (int64_t r = 0; r < rows; ++r) {
+    Element* out = row_ptr<Element>(params.out, b, m0 + r, h);
+    const bool sees_a_key = t.row_sum[r] > 0.0f;  // exp2(0) = 1 from the row's max, unless it saw nothing
+    store_row(t.acc.data() + r * head_dim, head_dim, sees_a_key ? 1.0f / t.row_sum[r] : 0.0f, out);
+    if (params.lse.present()) {
+      lse_at(params.lse, b, h, m0 + r) = sees_a_key ? (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2 : kNegInf;
+    }
+  }
+}
+
+int64_t forward_tasks(const detail::AttentionProblem& p) { return p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM); }
+
+template <typename Element>
+void run_forward(const ForwardParams& params, const detail::AttentionProblem& p) {
+  const int64_t m_blocks = ceil_div(p.seqlen_q, kBlockM);
+  const int64_t tasks = forward_tasks(p);
+  const int workers = worker_count(params.num_threads, tasks);
+  std::vector<ForwardScratch> scratch(static_cast<size_t>(workers), ForwardScratch(p.head_dim));
+  const int64_t heads = p.batch * p.heads_q;
+  parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    // The last query blocks of every head first: with causal they see the most keys, and starting
+    // the longest tasks first leaves the short ones to fill the gaps at the end.
+    const int64_t m_block = m_blocks - 1 - task / heads;
+    const int64_t bh = task % heads;
+    forward_block<Element>(params, p, bh / p.heads_q, bh % p.heads_q, m_block * kBlockM,
+                           scratch[static_cast<size_t>(worker)]);
+  });
+}
+
+}  // namespace
+
+std::size_t flash_forward_scratch_bytes(const detail::AttentionProblem& problem, int num_threads) {
+  const int workers = worker_count(num_threads, forward_tasks(problem));
+  return static_cast<std::size_t>(workers) * ForwardScratch(problem.head_dim).bytes();
+}
+
+Status flash_forward(const ForwardParams& params, const detail::AttentionProblem& problem) {
+  try {
+    dispatch_element(problem.dtype, [&](auto tag) { run_forward<decltype(tag)>(params, problem); });
+  } catch (const std::bad_alloc&) {
+    return Status::Internal("flashcore::forward: out of host memory for the CPU backend's tiles");
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashcore::cpu

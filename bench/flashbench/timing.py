@@ -1,0 +1,68 @@
+"""GPU timing with CUDA events: warm-up, an L2 flush before every timed call, per-call samples.
+
+Like triton.testing.do_bench: each timed call is preceded by writing a 256 MB buffer (H100's L2 is
+50 MB), so every call starts with a cold L2 and, because the flush keeps the GPU busy while Python
+enqueues the next call, the launch overhead of the Python wrapper is hidden for small calls.
+"""
+import gc
+import math
+import statistics
+
+
+class L2Flusher:
+    def __init__(self, torch, megabytes=256):
+        self.buffer = torch.empty(megabytes * 2**20 // 4, dtype=torch.int32, device="cuda")
+
+    def __call__(self):
+        self.buffer.zero_()
+
+
+def samples_ms(torch, fn, flush, warmup_ms=10.0, rep_ms=40.0, min_reps=5, max_reps=100, fixed_reps=None,
+               fixed_warmup=None):
+    """Per-call times (ms) of `fn`. The first call is untimed (lazy init, cuDNN plan building); one
+    more call estimates the time, which sets the warm-up and rep counts from warmup_ms / rep_ms
+    (at least min_reps, at most max_reps; 3 for a call longer than rep_ms) unless fixed_* are given."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush()
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end), 1e-3)
+    warmup = fixed_warmup if fixed_warmup is not None else min(100, max(1, math.ceil(warmup_ms / estimate)))
+    reps = fixed_reps if fixed_reps is not None else min(max_reps, max(min_reps, math.ceil(rep_ms / estimate)))
+    if fixed_reps is None and estimate > rep_ms:
+        # A call longer than the whole rep budget (a slow kernel): three samples keep the sweep's
+        # time bounded and still give a median.
+        reps = 3
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(reps):
+            flush()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def percentile(values, q):
+    """Nearest-rank percentile, q in [0, 100]."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]

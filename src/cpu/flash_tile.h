@@ -1,0 +1,45 @@
+// Tile sizes and tile loads shared by the CPU flash forward and backward. Tiles are contiguous
+// row-major float32 buffers, converted from the strided fp16/bf16 views once per tile, so the
+// arithmetic in tile_gemm.h runs over unit-stride float arrays the compiler can vectorise.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/element.h"
+
+namespace flashcore::cpu {
+
+// 64 x 64 tiles: a score tile is 16 KiB and a (64, head_dim <= 256) operand tile at most 64 KiB,
+// so one worker's tiles stay in L2 while the query block sweeps the keys. Larger query blocks
+// would convert K and V fewer times but leave fewer tasks to balance over threads at short seqlens.
+inline constexpr std::int64_t kBlockM = 64;  // query rows per tile
+inline constexpr std::int64_t kBlockN = 64;  // key rows per tile
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Rows [row0, row0 + rows) of head `head` of batch `b`, as a (rows, head_dim) tile.
+template <typename Element>
+void load_tile(const TensorView& t, std::int64_t b, std::int64_t head, std::int64_t row0, std::int64_t rows,
+               float* tile) {
+  const std::int64_t head_dim = t.shape[3];
+  for (std::int64_t r = 0; r < rows; ++r)
+    load_row(row_ptr<const Element>(t, b, row0 + r, head), head_dim, tile + r * head_dim);
+}
+
+// The same rows transposed, as a (head_dim, kBlockN) tile whose columns past `rows` are unused:
+// the score kernels then read one key's values along a contiguous row.
+template <typename Element>
+void load_tile_transposed(const TensorView& t, std::int64_t b, std::int64_t head, std::int64_t row0, std::int64_t rows,
+                          float* tile) {
+  const std::int64_t head_dim = t.shape[3];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Element* src = row_ptr<const Element>(t, b, row0 + r, head);
+    for (std::int64_t d = 0; d < head_dim; ++d) tile[d * kBlockN + r] = static_cast<float>(src[d]);
+  }
+}
+
+}  // namespace flashcore::cpu

@@ -1,0 +1,27 @@
+# ctest helper: run the CLI with --json and require exit code 0 and exactly one JSON object on
+# stdout with the keys the benchmark reads; with --check in ARGS, check.passed must be true.
+#   cmake -DCLI=<flashcore> "-DARGS=run|--json|..." -P expect_json.cmake
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" ARGS "${ARGS}")
+execute_process(COMMAND "${CLI}" ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "flashcore ${ARGS}: exit code ${rc}\nstdout: ${out}\nstderr: ${err}")
+endif()
+string(STRIP "${out}" out)
+string(JSON type ERROR_VARIABLE json_error TYPE "${out}")
+if(json_error OR NOT type STREQUAL "OBJECT")
+  message(FATAL_ERROR "flashcore ${ARGS}: stdout is not one JSON object (${json_error}):\n${out}")
+endif()
+foreach(key IN ITEMS impl device dtype batch heads heads_kv seqlen_q seqlen_k head_dim causal backward ms ms_p90
+                     ms_forward tflops check extra_memory_bytes standard_attention_bytes)
+  string(JSON value ERROR_VARIABLE key_error GET "${out}" ${key})
+  if(key_error)
+    message(FATAL_ERROR "flashcore ${ARGS}: JSON has no key '${key}':\n${out}")
+  endif()
+endforeach()
+if("--check" IN_LIST ARGS)
+  string(JSON passed GET "${out}" check passed)
+  if(NOT passed)
+    message(FATAL_ERROR "flashcore ${ARGS}: check.passed is ${passed}:\n${out}")
+  endif()
+endif()

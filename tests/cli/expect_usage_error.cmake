@@ -1,0 +1,22 @@
+# ctest helper: run the CLI with bad arguments and require exit code 2, nothing on stdout, and a
+# stderr whose first line is the one-line error ("flashcore: ...") followed by the usage.
+#   cmake -DCLI=<flashcore> "-DARGS=run|--seqlen|abc" [-DMESSAGE=<text the error must contain>] -P ...
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" ARGS "${ARGS}")
+execute_process(COMMAND "${CLI}" ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "flashcore ${ARGS}: expected exit code 2, got ${rc}\nstdout: ${out}\nstderr: ${err}")
+endif()
+if(NOT out STREQUAL "")
+  message(FATAL_ERROR "flashcore ${ARGS}: expected nothing on stdout, got: ${out}")
+endif()
+string(REGEX MATCH "^flashcore: [^\n]+\nusage: flashcore run" head "${err}")
+if(NOT head)
+  message(FATAL_ERROR "flashcore ${ARGS}: expected a one-line error then the usage on stderr, got:\n${err}")
+endif()
+if(DEFINED MESSAGE)
+  string(FIND "${head}" "${MESSAGE}" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "flashcore ${ARGS}: the error should mention '${MESSAGE}', got:\n${head}")
+  endif()
+endif()

@@ -1,0 +1,140 @@
+#include "common/baseline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <cutlass/numeric_types.h>
+
+namespace flashcore::testing {
+namespace {
+
+using std::int64_t;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+double round_float(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return static_cast<float>(cutlass::half_t(value));
+    case DType::kBFloat16:
+      return static_cast<float>(cutlass::bfloat16_t(value));
+    case DType::kFloat32:
+      return value;
+  }
+  return value;
+}
+
+// Offsets into the contiguous arrays.
+struct Layout {
+  const detail::AttentionProblem& p;
+  int64_t q_row(int64_t b, int64_t i, int64_t h) const { return ((b * p.seqlen_q + i) * p.heads_q + h) * p.head_dim; }
+  int64_t k_row(int64_t b, int64_t j, int64_t h) const { return ((b * p.seqlen_k + j) * p.heads_kv + h) * p.head_dim; }
+};
+
+// An fp32 dot product of two dtype rows, rounded as a half-precision GEMM's output is.
+float gemm_dot(DType dtype, const double* a, const double* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t d = 0; d < n; ++d) sum += static_cast<float>(a[d]) * static_cast<float>(b[d]);
+  return static_cast<float>(round_float(dtype, sum));
+}
+
+// One query row's softmax over its rounded scores, in fp32: probs (unrounded) and the LSE.
+float row_softmax(const detail::AttentionProblem& p, const Layout& at, const std::vector<double>& q,
+                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, std::vector<float>& probs) {
+  const int64_t hk = h / p.group_size();
+  float row_max = -kInf;
+  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+    const bool visible = !p.causal || j <= i + p.seqlen_k - p.seqlen_q;
+    probs[j] = visible ? gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale
+                       : -kInf;
+    row_max = std::max(row_max, probs[j]);
+  }
+  if (row_max == -kInf) {
+    std::fill(probs.begin(), probs.end(), 0.0f);
+    return -kInf;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+    probs[j] = std::exp(probs[j] - row_max);
+    sum += probs[j];
+  }
+  for (int64_t j = 0; j < p.seqlen_k; ++j) probs[j] /= sum;
+  return row_max + std::log(sum);
+}
+
+}  // namespace
+
+double round_to(DType dtype, double value) { return round_float(dtype, static_cast<float>(value)); }
+
+BaselineForward baseline_forward(const detail::AttentionProblem& p, const std::vector<double>& q,
+                                 const std::vector<double>& k, const std::vector<double>& v) {
+  const Layout at{p};
+  BaselineForward result;
+  result.out.assign(q.size(), 0.0);
+  result.lse.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0);
+  std::vector<float> probs(static_cast<size_t>(p.seqlen_k));
+  std::vector<float> out_row(static_cast<size_t>(p.head_dim));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t hk = h / p.group_size();
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, probs);
+        std::fill(out_row.begin(), out_row.end(), 0.0f);
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
+          const double* vj = &v[at.k_row(b, j, hk)];
+          for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
+        }
+        for (int64_t d = 0; d < p.head_dim; ++d) result.out[at.q_row(b, i, h) + d] = round_float(p.dtype, out_row[d]);
+      }
+    }
+  }
+  return result;
+}
+
+BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std::vector<double>& q,
+                                   const std::vector<double>& k, const std::vector<double>& v,
+                                   const std::vector<double>& dout) {
+  const Layout at{p};
+  const int64_t head_dim = p.head_dim;
+  std::vector<float> dq_acc(q.size(), 0.0f);
+  std::vector<float> dk_acc(k.size(), 0.0f);
+  std::vector<float> dv_acc(v.size(), 0.0f);
+  std::vector<float> probs(static_cast<size_t>(p.seqlen_k));
+  std::vector<float> dprobs(static_cast<size_t>(p.seqlen_k));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t hk = h / p.group_size();
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        row_softmax(p, at, q, k, b, h, i, probs);
+        const double* doi = &dout[at.q_row(b, i, h)];
+        float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          dprobs[j] = gemm_dot(p.dtype, doi, &v[at.k_row(b, j, hk)], head_dim);
+          p_dot_dp += probs[j] * dprobs[j];
+        }
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
+          const float ds16 = static_cast<float>(round_float(p.dtype, probs[j] * (dprobs[j] - p_dot_dp)));
+          for (int64_t d = 0; d < head_dim; ++d) {
+            dq_acc[at.q_row(b, i, h) + d] += ds16 * static_cast<float>(k[at.k_row(b, j, hk) + d]);
+            dk_acc[at.k_row(b, j, hk) + d] += ds16 * static_cast<float>(q[at.q_row(b, i, h) + d]);
+            dv_acc[at.k_row(b, j, hk) + d] += p16 * static_cast<float>(doi[d]);
+          }
+        }
+      }
+    }
+  }
+  BaselineBackward result;
+  auto round_all = [&](const std::vector<float>& acc, float scale, std::vector<double>* out) {
+    out->resize(acc.size());
+    for (size_t e = 0; e < acc.size(); ++e) (*out)[e] = round_float(p.dtype, acc[e] * scale);
+  };
+  round_all(dq_acc, p.softmax_scale, &result.dq);
+  round_all(dk_acc, p.softmax_scale, &result.dk);
+  round_all(dv_acc, 1.0f, &result.dv);
+  return result;
+}
+
+}  // namespace flashcore::testing

@@ -1,0 +1,92 @@
+#include "common/tolerance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace flashcore::testing {
+namespace {
+
+struct Format {
+  int mantissa_bits;  // explicit fraction bits
+  int min_exponent;   // exponent of the smallest normal number
+};
+
+Format format_of(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return {10, -14};
+    case DType::kBFloat16:
+      return {7, -126};
+    case DType::kFloat32:
+      return {23, -126};
+  }
+  return {23, -126};
+}
+
+}  // namespace
+
+double ulp_at(DType dtype, double value) {
+  const Format f = format_of(dtype);
+  const double magnitude = std::fabs(value);
+  int exponent = f.min_exponent;  // subnormals share the smallest normal's spacing
+  if (magnitude > 0.0 && std::isfinite(magnitude)) exponent = std::max(std::ilogb(magnitude), f.min_exponent);
+  return std::ldexp(1.0, exponent - f.mantissa_bits);
+}
+
+Comparison compare_to_reference(const std::string& name, DType dtype, double factor, const std::vector<double>& got,
+                                const std::vector<double>& baseline, const std::vector<double>& reference) {
+  Comparison c;
+  std::ostringstream msg;
+  msg << name << ": ";
+  if (got.size() != reference.size() || baseline.size() != reference.size()) {
+    msg << "size mismatch: got " << got.size() << ", baseline " << baseline.size() << ", reference "
+        << reference.size();
+    c.message = msg.str();
+    return c;
+  }
+
+  std::int64_t bad_index = -1;  // first element that fails outright (NaN, wrong infinity)
+  for (size_t e = 0; e < reference.size(); ++e) {
+    const double r = reference[e];
+    if (!std::isfinite(r)) {
+      if (got[e] != r && bad_index < 0) bad_index = static_cast<std::int64_t>(e);
+      continue;
+    }
+    if (!std::isfinite(got[e])) {
+      if (bad_index < 0) bad_index = static_cast<std::int64_t>(e);
+      continue;
+    }
+    c.magnitude = std::max(c.magnitude, std::fabs(r));
+    const double err = std::fabs(got[e] - r);
+    if (c.worst_index < 0 || err > c.max_error) {
+      c.max_error = err;
+      c.worst_index = static_cast<std::int64_t>(e);
+    }
+    // A non-finite baseline where the reference is finite makes its error infinite: the check
+    // then admits anything, so it is reported as a failure of the test itself below.
+    c.baseline_error = std::max(c.baseline_error, std::isfinite(baseline[e]) ? std::fabs(baseline[e] - r)
+                                                                             : std::numeric_limits<double>::infinity());
+  }
+  c.noise_floor = 2.0 * ulp_at(dtype, c.magnitude);
+  c.allowed = factor * c.baseline_error + c.noise_floor;
+
+  msg << "max error " << c.max_error << " vs allowed " << c.allowed << " (" << factor << " x baseline "
+      << c.baseline_error << " + 2 ulp " << c.noise_floor << " at magnitude " << c.magnitude << ")";
+  if (bad_index >= 0) {
+    msg << "; element " << bad_index << " is " << got[static_cast<size_t>(bad_index)] << " where the reference is "
+        << reference[static_cast<size_t>(bad_index)];
+  } else if (!std::isfinite(c.baseline_error)) {
+    msg << "; the baseline is not finite where the reference is: the test's inputs are unusable";
+  } else if (!(c.max_error <= c.allowed)) {
+    const size_t w = static_cast<size_t>(c.worst_index);
+    msg << "; worst element " << c.worst_index << ": got " << got[w] << ", reference " << reference[w] << ", baseline "
+        << baseline[w];
+  }
+  c.ok = bad_index < 0 && std::isfinite(c.baseline_error) && c.max_error <= c.allowed;
+  c.message = msg.str();
+  return c;
+}
+
+}  // namespace flashcore::testing

@@ -1,0 +1,167 @@
+// flashcore's CPU backends behind the Executor interface: the tiled flash backend
+// (Backend::kCpu) or the float64 reference (Backend::kCpuReference), timed with std::chrono.
+#include <chrono>
+#include <cstring>
+
+#include "cpu/flash_tile.h"
+#include "cpu/parallel_for.h"
+#include "flashcore/attention.h"
+#include "return_if_error.h"
+#include "runner.h"
+
+namespace flashcore::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The CPU flash backend's scratch, from its tile sizes (src/cpu/flash_tile.h) and the tiles each
+// worker holds (src/cpu/flash_forward.cpp, flash_backward.cpp): a few (block, head_dim) operand
+// tiles, (kBlockM, kBlockN) score tiles and per-row statistics; backward adds one float per query
+// row (rowsum(dO * O)). O(block x head_dim) per thread, O(seqlen) in all: never seqlen^2.
+std::size_t flash_scratch_bytes(const Shape& s, bool backward, int threads) {
+  using cpu::kBlockM;
+  using cpu::kBlockN;
+  const std::int64_t d = s.head_dim;
+  const std::int64_t m_blocks = cpu::ceil_div(s.seqlen_q, kBlockM);
+  std::int64_t floats_per_worker = 0;
+  std::int64_t shared_floats = 0;
+  std::int64_t tasks = s.batch * s.heads_q * m_blocks;
+  if (!backward) {
+    // q, kᵀ, v, acc tiles; the score tile; running max and sum per row.
+    floats_per_worker = 4 * kBlockM * d + kBlockM * kBlockN + 2 * kBlockM;
+  } else {
+    // q, dO, k, kᵀ, vᵀ, dK, dV, dQ tiles; S/P and dP/dS tiles; LSE and delta per row.
+    floats_per_worker = 8 * kBlockM * d + 2 * kBlockM * kBlockN + 2 * kBlockM;
+    shared_floats = s.batch * s.heads_q * s.seqlen_q;
+    tasks = std::max(tasks, s.batch * s.heads_kv * cpu::ceil_div(s.seqlen_k, kBlockN));
+  }
+  const int workers = cpu::worker_count(threads, tasks);
+  return static_cast<std::size_t>(floats_per_worker * workers + shared_floats) * sizeof(float);
+}
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(Backend backend, const Job& job) : backend_(backend), job_(job) {
+    const Shape& s = job.shape;
+    q_ = encode(job.inputs->q, job.dtype);
+    k_ = encode(job.inputs->k, job.dtype);
+    v_ = encode(job.inputs->v, job.dtype);
+    out_.resize(q_.size());
+    lse_.resize(static_cast<std::size_t>(s.lse_elements()));
+    if (job.backward) {
+      dout_ = encode(job.inputs->dout, job.dtype);
+      dq_.resize(q_.size());
+      dk_.resize(k_.size());
+      dv_.resize(k_.size());
+    }
+  }
+
+  Status forward() override {
+    ForwardParams p;
+    p.q = q_view(q_.data());
+    p.k = kv_view(k_.data());
+    p.v = kv_view(v_.data());
+    p.out = q_view(out_.data());
+    p.lse = lse_view();
+    p.softmax_scale = softmax_scale(job_.shape);
+    p.causal = job_.shape.causal;
+    p.backend = backend_;
+    p.num_threads = job_.threads;
+    return flashcore::forward(p);
+  }
+
+  Status backward() override {
+    BackwardParams p;
+    p.q = q_view(q_.data());
+    p.k = kv_view(k_.data());
+    p.v = kv_view(v_.data());
+    p.out = q_view(out_.data());
+    p.dout = q_view(dout_.data());
+    p.lse = lse_view();
+    p.dq = q_view(dq_.data());
+    p.dk = kv_view(dk_.data());
+    p.dv = kv_view(dv_.data());
+    p.softmax_scale = softmax_scale(job_.shape);
+    p.causal = job_.shape.causal;
+    p.backend = backend_;
+    p.num_threads = job_.threads;
+    return flashcore::backward(p);
+  }
+
+  Status synchronize() override { return Status::Ok(); }
+
+  Status poison_outputs() override {
+    // All-ones bytes are NaN in fp16, bf16 and fp32 alike.
+    for (auto* buffer : {&out_, &dq_, &dk_, &dv_}) {
+      if (!buffer->empty()) std::memset(buffer->data(), 0xFF, buffer->size());
+    }
+    std::memset(lse_.data(), 0xFF, lse_.size() * sizeof(float));
+    return Status::Ok();
+  }
+
+  Status read_outputs(HostOutputs* o) override {
+    const Shape& s = job_.shape;
+    o->out = decode(out_.data(), job_.dtype, s.q_elements());
+    o->lse = decode(lse_.data(), DType::kFloat32, s.lse_elements());
+    if (job_.backward) {
+      o->dq = decode(dq_.data(), job_.dtype, s.q_elements());
+      o->dk = decode(dk_.data(), job_.dtype, s.kv_elements());
+      o->dv = decode(dv_.data(), job_.dtype, s.kv_elements());
+    }
+    return Status::Ok();
+  }
+
+  Status begin_pass() override {
+    start_ = Clock::now();
+    return Status::Ok();
+  }
+  Status end_forward() override {
+    forward_end_ = Clock::now();
+    return Status::Ok();
+  }
+  Status end_pass(double* forward_ms, double* total_ms) override {
+    const Clock::time_point end = Clock::now();
+    *forward_ms = std::chrono::duration<double, std::milli>(forward_end_ - start_).count();
+    *total_ms = std::chrono::duration<double, std::milli>(end - start_).count();
+    return Status::Ok();
+  }
+
+  MemoryUse memory_use() override {
+    if (backend_ == Backend::kCpuReference) {
+      return {std::nullopt, "not estimated for the float64 reference (it holds float64 copies of every tensor)"};
+    }
+    return {flash_scratch_bytes(job_.shape, job_.backward, job_.threads),
+            "estimated from the CPU backend's per-thread tile sizes"};
+  }
+
+ private:
+  TensorView q_view(void* data) const {
+    const Shape& s = job_.shape;
+    return make_view(data, job_.dtype, Device::kCPU, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
+  }
+  TensorView kv_view(void* data) const {
+    const Shape& s = job_.shape;
+    return make_view(data, job_.dtype, Device::kCPU, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
+  }
+  TensorView lse_view() {
+    const Shape& s = job_.shape;
+    return make_view(lse_.data(), DType::kFloat32, Device::kCPU, {s.batch, s.heads_q, s.seqlen_q});
+  }
+
+  Backend backend_;
+  Job job_;
+  std::vector<std::byte> q_, k_, v_, dout_, out_, dq_, dk_, dv_;
+  std::vector<float> lse_;
+  Clock::time_point start_;
+  Clock::time_point forward_end_;
+};
+
+}  // namespace
+
+Status make_cpu_executor(const std::string& impl, const Job& job, std::unique_ptr<Executor>* executor) {
+  const Backend backend = impl == "reference" ? Backend::kCpuReference : Backend::kCpu;
+  *executor = std::make_unique<CpuExecutor>(backend, job);
+  return Status::Ok();
+}
+
+}  // namespace flashcore::cli

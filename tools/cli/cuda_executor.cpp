@@ -1,0 +1,97 @@
+// flashcore's CUDA kernels behind the Executor interface (CUDA builds only), and the check for a
+// usable device that --device auto relies on.
+#include "cuda_executor_base.h"
+#include "flashcore/attention.h"
+#include "return_if_error.h"
+
+namespace flashcore::cli {
+namespace {
+
+class CudaExecutor final : public CudaExecutorBase {
+ public:
+  explicit CudaExecutor(const Job& job) : CudaExecutorBase(job, job.dtype) {}
+
+  // Buffers first; then the backward's workspace, whose size depends on the views.
+  Status prepare() {
+    FLASHCORE_CLI_RETURN_IF_ERROR(init());
+    if (!job_.backward) return Status::Ok();
+    std::size_t bytes = 0;
+    FLASHCORE_CLI_RETURN_IF_ERROR(backward_workspace_size(backward_params(), &bytes));
+    if (bytes > 0) FLASHCORE_CLI_RETURN_IF_ERROR(workspace_.allocate(bytes, "backward workspace"));
+    extra_workspace_ = bytes;
+    return Status::Ok();
+  }
+
+  Status forward() override {
+    ForwardParams p;
+    p.q = q_view(q_);
+    p.k = kv_view(k_);
+    p.v = kv_view(v_);
+    p.out = q_view(out_);
+    p.lse = lse_view();
+    p.softmax_scale = softmax_scale(job_.shape);
+    p.causal = job_.shape.causal;
+    p.backend = Backend::kCuda;
+    return flashcore::forward(p);
+  }
+
+  Status backward() override { return flashcore::backward(backward_params()); }
+
+ private:
+  BackwardParams backward_params() const {
+    BackwardParams p;
+    p.q = q_view(q_);
+    p.k = kv_view(k_);
+    p.v = kv_view(v_);
+    p.out = q_view(out_);
+    p.dout = q_view(dout_);
+    p.lse = lse_view();
+    p.dq = q_view(dq_);
+    p.dk = kv_view(dk_);
+    p.dv = kv_view(dv_);
+    p.softmax_scale = softmax_scale(job_.shape);
+    p.causal = job_.shape.causal;
+    p.backend = Backend::kCuda;
+    p.workspace = workspace_.data();
+    p.workspace_bytes = workspace_.bytes();
+    return p;
+  }
+
+  TensorView q_view(const DeviceBuffer& b) const {
+    const Shape& s = job_.shape;
+    return make_view(b.data(), element_, Device::kCUDA, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
+  }
+  TensorView kv_view(const DeviceBuffer& b) const {
+    const Shape& s = job_.shape;
+    return make_view(b.data(), element_, Device::kCUDA, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
+  }
+  TensorView lse_view() const {
+    const Shape& s = job_.shape;
+    return make_view(lse_.data(), DType::kFloat32, Device::kCUDA, {s.batch, s.heads_q, s.seqlen_q});
+  }
+
+  DeviceBuffer workspace_;
+};
+
+}  // namespace
+
+bool cuda_device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+std::string cuda_device_name() {
+  int device = 0;
+  cudaDeviceProp props;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&props, device) != cudaSuccess) return "GPU";
+  return props.name;
+}
+
+Status make_cuda_executor(const Job& job, std::unique_ptr<Executor>* executor) {
+  auto cuda = std::make_unique<CudaExecutor>(job);
+  FLASHCORE_CLI_RETURN_IF_ERROR(cuda->prepare());
+  *executor = std::move(cuda);
+  return Status::Ok();
+}
+
+}  // namespace flashcore::cli

@@ -1,0 +1,57 @@
+// The problem one `flashcore run` solves: its shape and seeded random inputs on the host.
+//
+// Inputs are drawn from a normal distribution, rounded once to the run's dtype, and kept as
+// doubles: every implementation and the float64 reference then see exactly the same numbers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "flashcore/tensor.h"
+
+namespace flashcore::cli {
+
+struct Shape {
+  std::int64_t batch = 0;
+  std::int64_t seqlen_q = 0;
+  std::int64_t seqlen_k = 0;
+  std::int64_t heads_q = 0;
+  std::int64_t heads_kv = 0;
+  std::int64_t head_dim = 0;
+  bool causal = false;
+
+  std::int64_t q_elements() const { return batch * seqlen_q * heads_q * head_dim; }   // q, out, dout, dq
+  std::int64_t kv_elements() const { return batch * seqlen_k * heads_kv * head_dim; }  // k, v, dk, dv
+  std::int64_t lse_elements() const { return batch * heads_q * seqlen_q; }
+};
+
+struct HostInputs {
+  std::vector<double> q;     // (batch, seqlen_q, heads_q, head_dim)
+  std::vector<double> k;     // (batch, seqlen_k, heads_kv, head_dim)
+  std::vector<double> v;     // (batch, seqlen_k, heads_kv, head_dim)
+  std::vector<double> dout;  // (batch, seqlen_q, heads_q, head_dim); empty unless backward
+};
+
+// The outputs of one run, widened to double for the check.
+struct HostOutputs {
+  std::vector<double> out;
+  std::vector<double> lse;  // (batch, heads_q, seqlen_q); -inf where a row sees no key
+  std::vector<double> dq;   // gradients: empty unless backward
+  std::vector<double> dk;
+  std::vector<double> dv;
+};
+
+// The softmax scale every implementation and the reference are given: flashcore's default,
+// 1/sqrt(head_dim) in float, passed explicitly so no implementation rounds its own.
+float softmax_scale(const Shape& shape);
+
+// Standard-normal inputs rounded to `dtype`, reproducible from `seed`.
+HostInputs make_inputs(const Shape& shape, DType dtype, bool backward, std::uint64_t seed);
+
+// Element conversions between the host's doubles and a buffer of `dtype` (fp16, bf16 or fp32),
+// rounding to nearest even as the GPU does.
+std::vector<std::byte> encode(const std::vector<double>& values, DType dtype);
+std::vector<double> decode(const void* data, DType dtype, std::int64_t count);
+
+}  // namespace flashcore::cli

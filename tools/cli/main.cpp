@@ -1,0 +1,23 @@
+// flashcore: run attention on random data, time it, and check it against the float64 reference.
+// See `flashcore --help`; exit codes in run_command.h.
+#include <cstdio>
+#include <string>
+
+#include "options.h"
+#include "run_command.h"
+
+int main(int argc, char** argv) {
+  using namespace flashcore::cli;
+  Options options;
+  bool help = false;
+  std::string error;
+  if (!parse_options(argc, argv, &options, &help, &error)) {
+    std::fprintf(stderr, "flashcore: %s\n%s", error.c_str(), usage().c_str());
+    return kExitUsage;
+  }
+  if (help) {
+    std::printf("%s", usage().c_str());
+    return kExitOk;
+  }
+  return run_command(options);
+}

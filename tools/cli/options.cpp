@@ -1,0 +1,192 @@
+// Parsing `flashcore run ...`: every flag checked here so a bad value is a usage error (exit 2)
+// rather than a library error later.
+#include "options.h"
+
+#include <charconv>
+#include <limits>
+#include <string_view>
+
+#include "flashcore/attention.h"
+#include "runner.h"
+
+namespace flashcore::cli {
+namespace {
+
+template <typename Int>
+bool parse_int(std::string_view flag, std::string_view text, Int min_value, Int max_value, Int* value,
+               std::string* error) {
+  Int parsed = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, parsed);
+  if (ec != std::errc() || ptr != end) {
+    *error = std::string(flag) + ": expected an integer, got '" + std::string(text) + "'";
+    return false;
+  }
+  if (parsed < min_value || parsed > max_value) {
+    *error = std::string(flag) + ": must be between " + std::to_string(min_value) + " and " +
+             std::to_string(max_value) + ", got " + std::string(text);
+    return false;
+  }
+  *value = parsed;
+  return true;
+}
+
+// Per-dimension limits, and a limit on a tensor's elements that keeps every size product the
+// CLI forms (elements, bytes) inside int64. Real runs are far below both.
+constexpr std::int64_t kMaxExtent = std::int64_t{1} << 24;
+constexpr double kMaxTensorElements = 68719476736.0;  // 2^36
+
+bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::string* error) {
+  if (flag == "--batch") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
+  if (flag == "--seqlen") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_q, error);
+  if (flag == "--seqlen-k") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_k, error);
+  if (flag == "--heads") return parse_int<std::int64_t>(flag, value, 1, 4096, &o->heads_q, error);
+  if (flag == "--heads-kv") return parse_int<std::int64_t>(flag, value, 1, 4096, &o->heads_kv, error);
+  if (flag == "--head-dim") return parse_int<std::int64_t>(flag, value, 1, kMaxHeadDim, &o->head_dim, error);
+  if (flag == "--repeats") return parse_int(flag, value, 0, 1000000, &o->repeats, error);
+  if (flag == "--warmup") return parse_int(flag, value, 0, 1000000, &o->warmup, error);
+  if (flag == "--threads") return parse_int(flag, value, 0, 4096, &o->threads, error);
+  if (flag == "--seed") {
+    return parse_int<std::uint64_t>(flag, value, 0, std::numeric_limits<std::uint64_t>::max(), &o->seed, error);
+  }
+  if (flag == "--impl") {
+    o->impl = std::string(value);
+    return true;
+  }
+  if (flag == "--dtype") {
+    if (value == "fp16" || value == "float16") {
+      o->dtype = DType::kFloat16;
+    } else if (value == "bf16" || value == "bfloat16") {
+      o->dtype = DType::kBFloat16;
+    } else {
+      *error = "--dtype: expected fp16 or bf16, got '" + std::string(value) + "'";
+      return false;
+    }
+    return true;
+  }
+  if (flag == "--device") {
+    if (value == "auto") {
+      o->device = DeviceChoice::kAuto;
+    } else if (value == "cpu") {
+      o->device = DeviceChoice::kCpu;
+    } else if (value == "cuda") {
+      o->device = DeviceChoice::kCuda;
+    } else {
+      *error = "--device: expected auto, cpu or cuda, got '" + std::string(value) + "'";
+      return false;
+    }
+    return true;
+  }
+  *error = "unknown option '" + std::string(flag) + "'";
+  return false;
+}
+
+bool takes_value(std::string_view flag) {
+  for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
+                            "--device", "--impl", "--repeats", "--warmup", "--seed", "--threads"}) {
+    if (flag == known) return true;
+  }
+  return false;
+}
+
+// Flags without a value; false when `flag` is not one of them.
+bool parse_switch(std::string_view flag, Options* o) {
+  bool* target = nullptr;
+  if (flag == "--causal") target = &o->causal;
+  if (flag == "--backward") target = &o->backward;
+  if (flag == "--check") target = &o->check;
+  if (flag == "--json") target = &o->json;
+  if (target != nullptr) *target = true;
+  return target != nullptr;
+}
+
+}  // namespace
+
+int default_repeats(bool on_cuda) { return on_cuda ? 50 : 3; }
+int default_warmup(bool on_cuda) { return on_cuda ? 10 : 1; }
+
+bool parse_options(int argc, const char* const* argv, Options* o, bool* help, std::string* error) {
+  *help = false;
+  int i = 1;
+  if (i < argc) {
+    const std::string_view command = argv[i];
+    if (command == "-h" || command == "--help" || command == "help") {
+      *help = true;
+      return true;
+    }
+    if (command != "run") {
+      *error = "unknown command '" + std::string(command) + "' (expected 'run')";
+      return false;
+    }
+    ++i;
+  }
+  for (; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      *help = true;
+      return true;
+    }
+    if (parse_switch(flag, o)) continue;
+    // Both "--flag value" and "--flag=value".
+    std::string_view value;
+    const std::size_t equals = flag.find('=');
+    if (equals != std::string_view::npos && flag.substr(0, 2) == "--") {
+      value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+    } else if (flag.substr(0, 2) != "--") {
+      *error = "unexpected argument '" + std::string(flag) + "'";
+      return false;
+    } else if (!takes_value(flag)) {
+      *error = "unknown option '" + std::string(flag) + "'";
+      return false;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      *error = std::string(flag) + ": missing value";
+      return false;
+    }
+    if (!parse_flag(flag, value, o, error)) return false;
+  }
+  if (o->seqlen_k == 0) o->seqlen_k = o->seqlen_q;
+  if (o->heads_kv == 0) o->heads_kv = o->heads_q;
+  const double q_elements = static_cast<double>(o->batch) * static_cast<double>(o->seqlen_q) *
+                            static_cast<double>(o->heads_q) * static_cast<double>(o->head_dim);
+  const double kv_elements = static_cast<double>(o->batch) * static_cast<double>(o->seqlen_k) *
+                             static_cast<double>(o->heads_kv) * static_cast<double>(o->head_dim);
+  if (q_elements > kMaxTensorElements || kv_elements > kMaxTensorElements) {
+    *error = "the shape is too large: a tensor of more than 2^36 elements";
+    return false;
+  }
+  if (o->heads_q % o->heads_kv != 0) {
+    *error = "--heads (" + std::to_string(o->heads_q) + ") must be a multiple of --heads-kv (" +
+             std::to_string(o->heads_kv) + ")";
+    return false;
+  }
+  return true;
+}
+
+std::string usage() {
+  std::string impls;
+  for (const std::string& name : impl_names()) impls += (impls.empty() ? "" : "|") + name;
+  const std::string rungs = ladder_rung_help();
+  std::string text =
+      "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
+      "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
+      "                     [--impl " + impls + "] [--check] [--json]\n"
+      "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
+      "  Runs attention on seeded random Q, K, V (B, S, H, D layout) and prints the median and p90 time\n"
+      "  over --repeats runs after --warmup runs (CPU default 3 after 1, CUDA 50 after 10; --repeats 0\n"
+      "  runs once untimed), TFLOP/s, and the extra memory next to standard attention's N x N matrices.\n"
+      "  --check     compares out, lse (and dq, dk, dv with --backward) with a float64 reference;\n"
+      "              exit 1 when an error is above its bound\n"
+      "  --json      one JSON object on stdout instead of the text report\n"
+      "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
+      "  --impl      flashcore (default) | reference (the float64 CPU oracle, rounded to --dtype)\n";
+  if (!rungs.empty()) text += "              | a teaching-ladder rung, on CUDA:\n" + rungs;
+  text +=
+      "  --threads   CPU worker threads (0: all)\n"
+      "  With no arguments: flashcore run (B=2, S=1024, H=12, D=64, fp16 on the best device present).\n";
+  return text;
+}
+
+}  // namespace flashcore::cli

@@ -1,0 +1,45 @@
+// The command line of `flashcore run`: what to run, on which shape and device, and how to report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "flashcore/tensor.h"
+
+namespace flashcore::cli {
+
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+struct Options {
+  std::int64_t batch = 2;
+  std::int64_t seqlen_q = 1024;
+  std::int64_t seqlen_k = 0;  // 0: same as seqlen_q
+  std::int64_t heads_q = 12;
+  std::int64_t heads_kv = 0;  // 0: same as heads_q
+  std::int64_t head_dim = 64;
+  DType dtype = DType::kFloat16;
+  bool causal = false;
+  bool backward = false;
+  DeviceChoice device = DeviceChoice::kAuto;
+  std::string impl = "flashcore";
+  bool check = false;
+  bool json = false;
+  int repeats = -1;  // -1: the device's default (see default_repeats)
+  int warmup = -1;
+  std::uint64_t seed = 1234;
+  int threads = 0;  // CPU: 0 uses every hardware thread
+};
+
+// Timed runs by default: a few on the CPU (one default-shape pass takes a fraction of a second),
+// many on the GPU (a pass takes well under a millisecond, so the median needs more samples).
+int default_repeats(bool on_cuda);
+int default_warmup(bool on_cuda);
+
+// Parses argv (argv[0] is the program). An empty argument list, or just `run`, means the default
+// shape. On failure returns false and sets *error to a one-line message; *help is set (and true
+// returned) for -h/--help.
+bool parse_options(int argc, const char* const* argv, Options* options, bool* help, std::string* error);
+
+std::string usage();
+
+}  // namespace flashcore::cli
