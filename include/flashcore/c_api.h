@@ -1,0 +1,152 @@
+/* flashcore's C ABI: the attention entry points of flashcore/attention.h as plain C functions.
+ *
+ * Why a C ABI: a caller in any language (Python through ctypes, Rust, Julia, C) can load
+ * libflashcore_c.so and call it with pointers, shapes and strides, without sharing a C++ standard
+ * library, a compiler or a framework's ABI with flashcore. The Python package uses it so that one
+ * build works with every PyTorch version.
+ *
+ * Conventions for every function below:
+ *   - Tensors are described by flashcore_tensor (a view of memory the caller owns) and passed by
+ *     pointer. Layouts are FlashAttention's:
+ *       q, out, dq, dout : (batch, seqlen_q, heads_q,  head_dim)
+ *       k, v, dk, dv     : (batch, seqlen_k, heads_kv, head_dim)
+ *       lse              : (batch, heads_q,  seqlen_q), float32, natural log
+ *     Any non-negative strides (in elements) are accepted as long as head_dim is contiguous.
+ *   - Semantics (softmax, causal mask aligned to the bottom-right corner when seqlen_q !=
+ *     seqlen_k, GQA/MQA, fully masked rows) are those documented in flashcore/attention.h.
+ *   - Every call returns a flashcore status code (FLASHCORE_STATUS_*). On failure
+ *     flashcore_last_error() returns a message that names the offending argument, e.g.
+ *     "flashcore::forward: k: head_dim 32 does not match q's head_dim 64". A rejected call
+ *     (INVALID_ARGUMENT, NOT_SUPPORTED) has written nothing.
+ *   - Calls are thread-safe; the error message is kept per thread.
+ *   - CUDA calls are asynchronous on `stream` (a cudaStream_t passed as void*; NULL is the legacy
+ *     default stream) and run on the calling thread's current CUDA device. They do not
+ *     synchronise.
+ *   - No C++ exception crosses this boundary: one escaping the library is reported as
+ *     FLASHCORE_STATUS_INTERNAL.
+ */
+#ifndef FLASHCORE_C_API_H_
+#define FLASHCORE_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define FLASHCORE_C_EXPORT __attribute__((visibility("default")))
+#else
+#define FLASHCORE_C_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a struct layout or a function signature below changes, so a binding can refuse
+ * a library it was not written for. */
+#define FLASHCORE_C_ABI_VERSION 1
+
+/* flashcore_tensor.dtype */
+enum {
+  FLASHCORE_DTYPE_FLOAT16 = 0,
+  FLASHCORE_DTYPE_BFLOAT16 = 1,
+  FLASHCORE_DTYPE_FLOAT32 = 2 /* the LSE's type */
+};
+
+/* flashcore_tensor.device */
+enum { FLASHCORE_DEVICE_CPU = 0, FLASHCORE_DEVICE_CUDA = 1 };
+
+/* The `backend` argument. AUTO follows the tensors' device: CPU tensors run on the tiled CPU
+ * backend, CUDA tensors on the GPU kernels. CPU_REFERENCE is the float64 oracle (slow). */
+enum {
+  FLASHCORE_BACKEND_AUTO = 0,
+  FLASHCORE_BACKEND_CPU = 1,
+  FLASHCORE_BACKEND_CPU_REFERENCE = 2,
+  FLASHCORE_BACKEND_CUDA = 3
+};
+
+/* Return codes. */
+enum {
+  FLASHCORE_STATUS_OK = 0,
+  FLASHCORE_STATUS_INVALID_ARGUMENT = 1, /* the caller passed something the API rejects */
+  FLASHCORE_STATUS_NOT_SUPPORTED = 2,    /* valid request this build or device cannot serve */
+  FLASHCORE_STATUS_CUDA_ERROR = 3,       /* the CUDA runtime reported an error */
+  FLASHCORE_STATUS_INTERNAL = 4
+};
+
+#define FLASHCORE_MAX_RANK 4
+
+/* A strided view of memory the caller owns. Entries of shape and stride past `rank` are ignored.
+ * data == NULL marks an absent optional tensor (the forward's lse). */
+typedef struct flashcore_tensor {
+  void* data;
+  int32_t dtype;  /* FLASHCORE_DTYPE_* */
+  int32_t device; /* FLASHCORE_DEVICE_* */
+  int32_t rank;   /* 0 .. FLASHCORE_MAX_RANK */
+  int64_t shape[FLASHCORE_MAX_RANK];
+  int64_t stride[FLASHCORE_MAX_RANK]; /* in elements, not bytes */
+} flashcore_tensor;
+
+/* FLASHCORE_C_ABI_VERSION of the loaded library. */
+FLASHCORE_C_EXPORT int flashcore_c_abi_version(void);
+
+/* The library's version, e.g. "0.1.0". The string is static. */
+FLASHCORE_C_EXPORT const char* flashcore_version(void);
+
+/* 1 when this build contains the CUDA backend (it still needs a GPU of compute capability >= 8.0),
+ * else 0. */
+FLASHCORE_C_EXPORT int flashcore_built_with_cuda(void);
+
+/* The message of the most recent call on this thread that did not return FLASHCORE_STATUS_OK, or
+ * "" when the most recent call succeeded. The pointer stays valid until this thread's next call
+ * into the library. */
+FLASHCORE_C_EXPORT const char* flashcore_last_error(void);
+
+/* out = softmax(softmax_scale * q kᵀ + mask) v, and its log-sum-exp.
+ *   q, k, v      inputs, float16 or bfloat16, all of one dtype and device.
+ *   out          output like q (same shape, dtype and device; any strides).
+ *   lse          optional output (NULL, or data == NULL: not written), float32
+ *                (batch, heads_q, seqlen_q). backward needs it.
+ *   softmax_scale  the factor on q·k; must be finite. FlashAttention's default is
+ *                1/sqrt(head_dim): the caller computes it.
+ *   causal       nonzero: query i sees key j iff j <= i + seqlen_k - seqlen_q.
+ *   backend      FLASHCORE_BACKEND_*; AUTO picks by device.
+ *   stream       cudaStream_t for CUDA tensors; ignored for CPU tensors.
+ *   num_threads  CPU backends: worker threads, 0 = every hardware thread; ignored on CUDA. */
+FLASHCORE_C_EXPORT int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k,
+                                         const flashcore_tensor* v, const flashcore_tensor* out,
+                                         const flashcore_tensor* lse, float softmax_scale, int causal,
+                                         int backend, void* stream, int num_threads);
+
+/* Writes to *bytes the scratch memory flashcore_backward needs for these arguments (0 for the CPU
+ * backends). Arguments as for flashcore_backward; nothing runs. */
+FLASHCORE_C_EXPORT int flashcore_backward_workspace_size(
+    const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
+    const flashcore_tensor* out, const flashcore_tensor* dout, const flashcore_tensor* lse,
+    const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv, float softmax_scale,
+    int causal, int deterministic, int backend, size_t* bytes);
+
+/* Gradients of the loss with respect to q, k and v, from the forward's out and lse.
+ *   q, k, v, out, lse   as passed to (and written by) flashcore_forward; lse is required.
+ *   dout         gradient of the loss with respect to out, like q.
+ *   dq, dk, dv   outputs like q, k and v; fully overwritten (no accumulation into them).
+ *   softmax_scale, causal  the forward's values.
+ *   deterministic  nonzero: bit-identical gradients run after run (the GPU kernels then avoid
+ *                floating-point atomics whose order varies).
+ *   backend, stream, num_threads  as for flashcore_forward.
+ *   workspace, workspace_bytes  scratch memory on the tensors' device of at least
+ *                flashcore_backward_workspace_size() bytes, which the caller allocates (e.g. from
+ *                its framework's caching allocator). NULL with 0 bytes: the library allocates and
+ *                frees it itself. */
+FLASHCORE_C_EXPORT int flashcore_backward(const flashcore_tensor* q, const flashcore_tensor* k,
+                                          const flashcore_tensor* v, const flashcore_tensor* out,
+                                          const flashcore_tensor* dout, const flashcore_tensor* lse,
+                                          const flashcore_tensor* dq, const flashcore_tensor* dk,
+                                          const flashcore_tensor* dv, float softmax_scale, int causal,
+                                          int deterministic, int backend, void* stream, int num_threads,
+                                          void* workspace, size_t workspace_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHCORE_C_API_H_ */

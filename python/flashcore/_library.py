@@ -1,0 +1,121 @@
+"""Loads libflashcore_c (the C ABI of include/flashcore/c_api.h) with ctypes.
+
+The package talks to flashcore only through this C ABI, never through PyTorch's C++ ABI, so one
+build of the library serves every PyTorch version. Function pointers and their argument types are
+bound once here; a call then costs one ctypes transition.
+"""
+
+import ctypes
+import os
+import pathlib
+
+MAX_RANK = 4
+ABI_VERSION = 1  # FLASHCORE_C_ABI_VERSION this binding was written for
+
+# flashcore_tensor.dtype / .device codes and the backend codes (c_api.h).
+DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32 = 0, 1, 2
+DEVICE_CPU, DEVICE_CUDA = 0, 1
+BACKEND_AUTO, BACKEND_CPU, BACKEND_CPU_REFERENCE, BACKEND_CUDA = 0, 1, 2, 3
+
+STATUS_OK = 0
+STATUS_INVALID_ARGUMENT = 1
+STATUS_NOT_SUPPORTED = 2
+
+# FLASHCORE_LIBRARY points at a libflashcore_c.so of a development build and wins over the copy
+# installed inside the package.
+LIBRARY_ENV = "FLASHCORE_LIBRARY"
+LIBRARY_NAME = "libflashcore_c.so"
+
+
+class CTensor(ctypes.Structure):
+    """flashcore_tensor: a strided view of caller-owned memory (strides in elements)."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+        ("stride", ctypes.c_int64 * MAX_RANK),
+    ]
+
+
+def _library_path():
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        return pathlib.Path(override).resolve()
+    return pathlib.Path(__file__).resolve().parent / LIBRARY_NAME
+
+
+def _load():
+    path = _library_path()
+    if not path.is_file():
+        raise ImportError(
+            f"flashcore: the native library {path} is missing. Install the package with "
+            f"`pip install ./python` (which builds it), or set {LIBRARY_ENV} to a built "
+            f"{LIBRARY_NAME} (e.g. build/<preset>/src/c_api/{LIBRARY_NAME})."
+        )
+    lib = ctypes.CDLL(str(path))
+    lib.flashcore_c_abi_version.argtypes = []
+    lib.flashcore_c_abi_version.restype = ctypes.c_int
+    found = lib.flashcore_c_abi_version()
+    if found != ABI_VERSION:
+        raise ImportError(
+            f"flashcore: {path} implements C ABI version {found}, this package needs version {ABI_VERSION}; "
+            "reinstall the package so the library and the Python code come from the same source"
+        )
+    return path, lib
+
+
+LIBRARY_PATH, _lib = _load()
+
+# Descriptors travel as addresses (see _tensors.pack); CTensor documents and checks their layout.
+_T = ctypes.c_void_p
+
+_lib.flashcore_version.argtypes = []
+_lib.flashcore_version.restype = ctypes.c_char_p
+_lib.flashcore_built_with_cuda.argtypes = []
+_lib.flashcore_built_with_cuda.restype = ctypes.c_int
+_lib.flashcore_last_error.argtypes = []
+_lib.flashcore_last_error.restype = ctypes.c_char_p
+
+forward = _lib.flashcore_forward
+forward.argtypes = [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+forward.restype = ctypes.c_int
+
+backward_workspace_size = _lib.flashcore_backward_workspace_size
+backward_workspace_size.argtypes = [_T] * 9 + [
+    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
+backward_workspace_size.restype = ctypes.c_int
+
+backward = _lib.flashcore_backward
+backward.argtypes = [_T] * 9 + [
+    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+    ctypes.c_void_p, ctypes.c_size_t]
+backward.restype = ctypes.c_int
+
+
+def version():
+    return _lib.flashcore_version().decode()
+
+
+def built_with_cuda():
+    return bool(_lib.flashcore_built_with_cuda())
+
+
+def last_error():
+    return _lib.flashcore_last_error().decode(errors="replace")
+
+
+def check(status):
+    """Raises the Python exception for a flashcore status code, with the library's message (which
+    names the offending argument): ValueError for an invalid argument, NotImplementedError for a
+    valid request this build or device cannot serve, RuntimeError otherwise."""
+    if status == STATUS_OK:
+        return
+    message = last_error()
+    if status == STATUS_INVALID_ARGUMENT:
+        raise ValueError(message)
+    if status == STATUS_NOT_SUPPORTED:
+        raise NotImplementedError(message)
+    raise RuntimeError(message)

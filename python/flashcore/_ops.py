@@ -1,0 +1,165 @@
+"""flashcore's forward and backward for PyTorch: the calls into the library, registered as
+torch.library custom ops, and the route each call takes.
+
+The custom ops (flashcore::attention_forward -> (out, lse), flashcore::attention_backward ->
+(dq, dk, dv)) have fake implementations and an autograd formula, so torch.compile traces through
+flashcore (fullgraph=True works) and compiled graphs run the library's backward pass.
+
+Eager calls on plain tensors skip the dispatcher: a custom op's Python round trip through it costs
+tens of microseconds a call, several times SDPA's whole overhead. They run the same two functions
+(run_forward, run_backward) under a torch.autograd.Function instead. Whatever else is going on
+(compiling, a dispatch mode such as FakeTensorMode, tensor subclasses) takes the custom ops.
+
+Outputs are allocated with torch.empty*, so CUDA memory comes from PyTorch's caching allocator, and
+kernels launch on PyTorch's current CUDA stream without synchronising.
+"""
+
+import ctypes
+
+import torch
+
+from flashcore import _library as lib
+from flashcore._tensors import pack
+
+_CONTIGUOUS = torch.contiguous_format
+_FLOAT32 = torch.float32
+
+
+def _launch_context(device):
+    """(stream, num_threads, device guard or None) for a call on `device`: PyTorch's current stream,
+    or for the CPU the thread count PyTorch was told to use (torch.set_num_threads)."""
+    if device.type == "cuda":
+        stream = torch.cuda.current_stream(device).cuda_stream
+        needs_guard = device.index is not None and device.index != torch.cuda.current_device()
+        return stream, 0, torch.cuda.device(device) if needs_guard else None
+    return None, torch.get_num_threads(), None
+
+
+def run_forward(q, k, v, softmax_scale, causal):
+    """(out, lse) from the library; out is contiguous whatever q's strides."""
+    batch, seqlen_q, nheads, _ = q.shape
+    out = torch.empty_like(q, memory_format=_CONTIGUOUS)
+    lse = q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
+    descriptors, views = pack(q, k, v, out, lse)
+    stream, num_threads, guard = _launch_context(q.device)
+    args = (*views, softmax_scale, causal, lib.BACKEND_AUTO, stream, num_threads)
+    if guard is None:
+        status = lib.forward(*args)
+    else:
+        with guard:
+            status = lib.forward(*args)
+    if status:
+        lib.check(status)
+    return out, lse
+
+
+def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+    """(dq, dk, dv) from the library, given the forward's out and lse."""
+    # Autograd may hand over a broadcast gradient (out.sum()'s has stride 0 everywhere); the library
+    # needs headdim contiguous, so only then is dout copied.
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
+    dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
+    dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
+    descriptors, views = pack(q, k, v, out, dout, lse, dq, dk, dv)
+    stream, num_threads, guard = _launch_context(q.device)
+    if guard is None:
+        _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, q.device)
+    else:
+        with guard:
+            _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, q.device)
+    return dq, dk, dv
+
+
+def _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, device):
+    workspace, workspace_bytes = None, 0
+    if device.type == "cuda":
+        needed = ctypes.c_size_t(0)
+        lib.check(lib.backward_workspace_size(*views, softmax_scale, causal, deterministic, lib.BACKEND_AUTO,
+                                              ctypes.byref(needed)))
+        if needed.value:
+            # Freed when this function returns, while the kernel may still run: safe, because the
+            # caching allocator hands the block out again only in order on this same stream.
+            scratch = torch.empty(needed.value, dtype=torch.uint8, device=device)
+            workspace, workspace_bytes = scratch.data_ptr(), needed.value
+    status = lib.backward(*views, softmax_scale, causal, deterministic, lib.BACKEND_AUTO, stream, num_threads,
+                          workspace, workspace_bytes)
+    if status:
+        lib.check(status)
+
+
+# --- torch.library custom ops: what torch.compile and dispatch modes see -------------------------
+
+@torch.library.custom_op("flashcore::attention_forward", mutates_args=())
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+                      deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse). `deterministic` does not change the forward; it is an input so that the
+    autograd formula can hand it to the backward."""
+    return run_forward(q, k, v, softmax_scale, causal)
+
+
+@attention_forward.register_fake
+def _(q, k, v, softmax_scale, causal, deterministic):
+    batch, seqlen_q, nheads, _ = q.shape
+    return torch.empty_like(q, memory_format=_CONTIGUOUS), q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
+
+
+@torch.library.custom_op("flashcore::attention_backward", mutates_args=())
+def attention_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                       lse: torch.Tensor, softmax_scale: float, causal: bool,
+                       deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) from the forward's out and lse."""
+    return run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic)
+
+
+@attention_backward.register_fake
+def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+    return tuple(torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+
+
+def _op_backward(ctx, dout, dlse):
+    # The LSE is an auxiliary output the public functions never return, so dlse carries nothing.
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
+    return dq, dk, dv, None, None, None
+
+
+attention_forward.register_autograd(_op_backward, setup_context=_setup_context)
+
+
+# --- the eager route ----------------------------------------------------------------------------
+
+class _EagerAttention(torch.autograd.Function):
+    """The custom ops' autograd formula without the dispatcher round trips."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, softmax_scale, causal, deterministic):
+        out, lse = run_forward(q, k, v, softmax_scale, causal)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
+        return dq, dk, dv, None, None, None
+
+
+def attention(q, k, v, softmax_scale, causal, deterministic):
+    """out for checked inputs, by the cheapest route that is correct in the current context."""
+    plain = (type(q) is torch.Tensor and type(k) is torch.Tensor and type(v) is torch.Tensor
+             and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0)
+    if not plain:
+        return attention_forward(q, k, v, softmax_scale, causal, deterministic)[0]
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _EagerAttention.apply(q, k, v, softmax_scale, causal, deterministic)
+    return run_forward(q, k, v, softmax_scale, causal)[0]

@@ -1,0 +1,93 @@
+"""torch.Tensor -> flashcore_tensor descriptors, and the argument checks the C library cannot make.
+
+The library validates shapes, strides and options and names the argument it rejects. What it
+cannot see is checked here, before anything is allocated or run: dtypes it has no code for
+(float64), a device type it does not know, two CUDA tensors on different GPUs, empty tensors
+(whose data pointer may be null).
+"""
+
+import ctypes
+import struct
+
+import torch
+
+from flashcore import _library as lib
+
+_DTYPE_CODES = {
+    torch.float16: lib.DTYPE_FLOAT16,
+    torch.bfloat16: lib.DTYPE_BFLOAT16,
+    torch.float32: lib.DTYPE_FLOAT32,
+}
+_DEVICE_CODES = {"cpu": lib.DEVICE_CPU, "cuda": lib.DEVICE_CUDA}
+_CUDA_CODES = (lib.DEVICE_CPU, lib.DEVICE_CUDA)  # indexed by Tensor.is_cuda
+_INPUT_DTYPES = (torch.float16, torch.bfloat16)
+
+# flashcore_tensor's bytes: data, dtype, device, rank, 4 bytes of padding, shape[4], stride[4].
+# Packing all descriptors of a call into one buffer with one struct.pack costs a fraction of
+# building ctypes.Structure objects field by field, and the per-call overhead is what users feel.
+_DESCRIPTOR_FORMAT = "Qiii4x4q4q"
+_DESCRIPTOR_SIZE = struct.calcsize("=" + _DESCRIPTOR_FORMAT)
+assert _DESCRIPTOR_SIZE == ctypes.sizeof(lib.CTensor) and lib.CTensor.shape.offset == 24
+_PADDING = tuple((0,) * (lib.MAX_RANK - rank) for rank in range(lib.MAX_RANK + 1))
+_NULL_DESCRIPTOR = (0, 0, 0, 0) + (0,) * (2 * lib.MAX_RANK)
+_formats = {}  # descriptor count -> struct.Struct
+
+
+Q_LAYOUT = "(batch, seqlen_q, nheads, headdim)"
+KV_LAYOUT = "(batch, seqlen_k, nheads_k, headdim)"
+
+
+def pack(*tensors):
+    """(buffer, addresses): flashcore_tensor descriptors viewing each tensor's memory (no copy),
+    None for a None tensor. The addresses point into `buffer`, which must outlive the C call; it
+    also keeps the tensors alive, so temporaries passed in stay valid as long as it does.
+    Tensors are on the CPU or a CUDA device (check_attention_inputs saw to it): t.is_cuda picks the
+    device code, several times cheaper than t.device.type."""
+    values = []
+    append = values.extend
+    for t in tensors:
+        if t is None:
+            append(_NULL_DESCRIPTOR)
+            continue
+        shape = t.shape
+        pad = _PADDING[len(shape)]
+        append((t.data_ptr(), _DTYPE_CODES[t.dtype], _CUDA_CODES[t.is_cuda], len(shape), *shape, *pad,
+                *t.stride(), *pad))
+    count = len(tensors)
+    layout = _formats.get(count)
+    if layout is None:
+        layout = _formats[count] = struct.Struct("=" + _DESCRIPTOR_FORMAT * count)
+    buffer = ctypes.create_string_buffer(layout.pack(*values), layout.size)
+    buffer.tensors = tensors
+    base = ctypes.addressof(buffer)
+    return buffer, [None if t is None else base + i * _DESCRIPTOR_SIZE for i, t in enumerate(tensors)]
+
+
+def check_tensor(name, t, rank, layout):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"flashcore: {name}: expected a torch.Tensor of shape {layout}, got {type(t).__name__}")
+    if t.dim() != rank:
+        raise ValueError(f"flashcore: {name}: expected a rank-{rank} tensor {layout}, got shape {tuple(t.shape)}")
+    if t.numel() == 0:
+        raise ValueError(f"flashcore: {name}: every dimension of {layout} must be at least 1, got shape "
+                         f"{tuple(t.shape)}")
+    if t.stride(-1) != 1 and t.shape[-1] != 1:
+        raise ValueError(
+            f"flashcore: {name}: the last dimension (headdim) must be contiguous (stride 1), got strides "
+            f"{tuple(t.stride())}; call .contiguous() first")
+
+
+def check_attention_inputs(q, k, v):
+    """q, k, v: rank 4, float16/bfloat16 of one dtype, on one CPU or CUDA device, headdim contiguous."""
+    check_tensor("q", q, 4, Q_LAYOUT)
+    check_tensor("k", k, 4, KV_LAYOUT)
+    check_tensor("v", v, 4, KV_LAYOUT)
+    if q.dtype not in _INPUT_DTYPES:
+        raise ValueError(f"flashcore: q: expected dtype torch.float16 or torch.bfloat16, got {q.dtype}")
+    if q.device.type not in _DEVICE_CODES:
+        raise ValueError(f"flashcore: q: expected a CPU or CUDA tensor, got one on {q.device}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise ValueError(f"flashcore: {name}: expected dtype {q.dtype} like q, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")

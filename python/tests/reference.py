@@ -1,0 +1,75 @@
+"""An independent attention reference and FlashAttention's accuracy rule.
+
+The reference shares no code with flashcore: plain PyTorch, the causal mask aligned to the
+bottom-right corner of the score matrix (query i sees key j iff j <= i + seqlen_k - seqlen_q), GQA
+by repeating each kv head for its group of query heads, and rows that see no key giving 0.
+
+The rule: against the float64 reference, flashcore's max error must be at most `factor` times the
+max error of a plain implementation in the same precision (matmuls in fp16/bf16 on inputs rounded
+to it, softmax in fp32, results rounded to the dtype), plus a noise floor of 2 ulp of the output
+dtype at the output's magnitude. factor is 2 for the forward and 3 for gradients.
+"""
+
+import math
+
+import torch
+
+FORWARD_FACTOR = 2.0
+GRADIENT_FACTOR = 3.0
+
+
+def bottom_right_causal_mask(seqlen_q, seqlen_k, device):
+    """True where query i may NOT see key j."""
+    row = torch.arange(seqlen_q, device=device).view(-1, 1)
+    col = torch.arange(seqlen_k, device=device).view(1, -1)
+    return col > row + (seqlen_k - seqlen_q)
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, upcast=True):
+    """out (batch, seqlen_q, nheads, headdim) and lse (batch, nheads, seqlen_q).
+
+    upcast=True: everything in float64 (the oracle). upcast=False: the plain same-precision
+    implementation the accuracy rule compares against."""
+    dtype = q.dtype
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** (-0.5)
+    if upcast:
+        q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k)
+    if not upcast:
+        scores = scores.float()
+    scores = scores * softmax_scale
+    blind_rows = None
+    if causal:
+        masked = bottom_right_causal_mask(q.shape[1], k.shape[1], q.device)
+        scores = scores.masked_fill(masked, float("-inf"))
+        blind_rows = masked.all(dim=-1, keepdim=True)
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.softmax(scores, dim=-1)
+    if blind_rows is not None:
+        probs = probs.masked_fill(blind_rows, 0.0)
+    out = torch.einsum("bhqk,bkhd->bqhd", probs.to(v.dtype), v)
+    return (out if upcast else out.to(dtype)), lse
+
+
+def noise_floor(reference, dtype):
+    """2 ulp of `dtype` at the magnitude of the reference's largest element."""
+    magnitude = reference.abs().max().item()
+    if magnitude == 0.0:
+        return 0.0
+    ulp = math.ldexp(torch.finfo(dtype).eps, math.frexp(magnitude)[1] - 1)
+    return 2.0 * ulp
+
+
+def assert_accurate(name, actual, reference, plain, factor):
+    """FlashAttention's rule; NaN or inf never passes."""
+    assert actual.shape == reference.shape, f"{name}: shape {tuple(actual.shape)} != {tuple(reference.shape)}"
+    assert torch.isfinite(actual).all(), f"{name}: contains NaN or inf"
+    error = (actual.double() - reference).abs().max().item()
+    plain_error = (plain.double() - reference).abs().max().item()
+    bound = factor * plain_error + noise_floor(reference, actual.dtype)
+    assert error <= bound, (f"{name}: max error {error:.3e} exceeds {factor} x plain-implementation error "
+                            f"{plain_error:.3e} + noise floor = {bound:.3e}")

@@ -1,0 +1,141 @@
+"""The C ABI (include/flashcore/c_api.h) called directly through ctypes, as any language would:
+codes the C++ enums cannot hold, null pointers, the per-thread error message, and outputs
+poisoned with NaN before each call so that an element the library forgot to write cannot pass."""
+
+import ctypes
+import threading
+
+import pytest
+import torch
+
+import reference
+from flashcore import _library as lib
+from flashcore._tensors import pack
+
+SCALE = 32 ** -0.5
+
+
+def problem(seqlen_q=13, seqlen_k=21, nheads=4, nheads_k=2, headdim=32, dtype=torch.float16):
+    q = torch.randn(2, seqlen_q, nheads, headdim, dtype=dtype)
+    k = torch.randn(2, seqlen_k, nheads_k, headdim, dtype=dtype)
+    v = torch.randn(2, seqlen_k, nheads_k, headdim, dtype=dtype)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((2, nheads, seqlen_q), float("nan"))
+    return q, k, v, out, lse
+
+
+def forward(q, k, v, out, lse, causal=False, backend=lib.BACKEND_AUTO, scale=SCALE):
+    buffer, views = pack(q, k, v, out, lse)
+    return lib.forward(*views, scale, causal, backend, None, 0)
+
+
+def test_versions():
+    assert lib._lib.flashcore_c_abi_version() == lib.ABI_VERSION
+    assert lib.version().count(".") == 2
+    assert isinstance(lib.built_with_cuda(), bool)
+
+
+@pytest.mark.parametrize("backend", [lib.BACKEND_AUTO, lib.BACKEND_CPU, lib.BACKEND_CPU_REFERENCE])
+@pytest.mark.parametrize("causal", [False, True])
+def test_poisoned_outputs_are_fully_written(backend, causal):
+    q, k, v, out, lse = problem(seqlen_q=29, seqlen_k=17)  # causal: some rows see no key
+    assert forward(q, k, v, out, lse, causal, backend) == lib.STATUS_OK
+    assert lib.last_error() == ""
+    assert not out.isnan().any() and not lse.isnan().any()
+    out64, lse64 = reference.attention(q, k, v, causal=causal)
+    torch.testing.assert_close(out.double(), out64, atol=2e-3, rtol=0)
+    torch.testing.assert_close(lse.double(), lse64, atol=1e-4, rtol=0)
+
+    dout = torch.randn_like(q)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    buffer, views = pack(q, k, v, out, dout, lse, *grads)
+    needed = ctypes.c_size_t(123)
+    assert lib.backward_workspace_size(*views, SCALE, causal, False, backend, ctypes.byref(needed)) == lib.STATUS_OK
+    assert needed.value == 0, "the CPU backends need no workspace"
+    assert lib.backward(*views, SCALE, causal, False, backend, None, 0, None, 0) == lib.STATUS_OK
+    for grad in grads:
+        assert not grad.isnan().any()
+
+
+def test_lse_is_optional():
+    q, k, v, out, _ = problem()
+    assert forward(q, k, v, out, None) == lib.STATUS_OK
+    assert not out.isnan().any()
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("dtype", 7, "q: unknown dtype code 7"),
+    ("device", -1, "q: unknown device code -1"),
+    ("rank", 5, "q: rank 5 is outside 0..4"),
+    ("data", None, "q: is null"),
+])
+def test_bad_tensor_struct(field, value, match):
+    q, k, v, out, lse = problem()
+    buffer, views = pack(q, k, v, out, lse)
+    setattr(lib.CTensor.from_address(views[0]), field, value)
+    assert lib.forward(*views, SCALE, False, lib.BACKEND_AUTO, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert match in lib.last_error()
+    assert out.isnan().all(), "a rejected call writes nothing"
+
+
+@pytest.mark.parametrize("position,name", [(0, "q"), (1, "k"), (2, "v"), (3, "out")])
+def test_null_tensor_pointer(position, name):
+    buffer, views = pack(*problem())
+    views[position] = None
+    assert lib.forward(*views, SCALE, False, lib.BACKEND_AUTO, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert f": {name}: is null" in lib.last_error()
+
+
+def test_bad_backend_code():
+    assert forward(*problem(), backend=9) == lib.STATUS_INVALID_ARGUMENT
+    assert "backend: unknown backend code 9" in lib.last_error()
+
+
+def test_cuda_backend_for_cpu_tensors():
+    assert forward(*problem(), backend=lib.BACKEND_CUDA) == lib.STATUS_INVALID_ARGUMENT
+    assert "backend: cuda needs CUDA tensors" in lib.last_error()
+
+
+def test_workspace_size_needs_bytes():
+    q, k, v, out, lse = problem()
+    buffer, views = pack(q, k, v, out, torch.randn_like(q), lse, q.clone(), k.clone(), v.clone())
+    assert lib.backward_workspace_size(*views, SCALE, False, False, 0, None) == lib.STATUS_INVALID_ARGUMENT
+    assert "bytes: is null" in lib.last_error()
+
+
+def test_backward_needs_lse():
+    q, k, v, out, _ = problem()
+    buffer, views = pack(q, k, v, out, torch.randn_like(q), None, q.clone(), k.clone(), v.clone())
+    assert lib.backward(*views, SCALE, False, False, 0, None, 0, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert "lse: is null" in lib.last_error()
+
+
+def test_workspace_pointer_and_size_must_agree():
+    q, k, v, out, lse = problem()
+    assert forward(q, k, v, out, lse) == lib.STATUS_OK
+    buffer, views = pack(q, k, v, out, torch.randn_like(q), lse, q.clone(), k.clone(), v.clone())
+    assert lib.backward(*views, SCALE, False, False, 0, None, 0, None, 64) == lib.STATUS_INVALID_ARGUMENT
+    assert "workspace: is null but workspace_bytes is 64" in lib.last_error()
+
+
+def test_last_error_is_per_thread_and_cleared_by_success():
+    assert forward(*problem(), backend=9) == lib.STATUS_INVALID_ARGUMENT
+    seen_elsewhere = []
+    thread = threading.Thread(target=lambda: seen_elsewhere.append(lib.last_error()))
+    thread.start()
+    thread.join()
+    assert seen_elsewhere == [""]
+    assert "backend" in lib.last_error()
+    assert forward(*problem()) == lib.STATUS_OK
+    assert lib.last_error() == ""
+
+
+def test_status_to_exception():
+    assert lib.check(lib.STATUS_OK) is None
+    forward(*problem(), backend=9)
+    with pytest.raises(ValueError, match="backend"):
+        lib.check(lib.STATUS_INVALID_ARGUMENT)
+    with pytest.raises(NotImplementedError):
+        lib.check(lib.STATUS_NOT_SUPPORTED)
+    with pytest.raises(RuntimeError):
+        lib.check(3)

@@ -1,0 +1,198 @@
+// The C ABI (flashcore/c_api.h): converts its plain structs to the C++ API's params, calls it, and
+// turns the Status into a return code plus a per-thread message. No logic of its own beyond that.
+#include "flashcore/c_api.h"
+
+#include <exception>
+#include <string>
+
+#include "flashcore/flashcore.h"
+
+// The C codes are the C++ enums' values, so conversion is a cast.
+static_assert(FLASHCORE_DTYPE_FLOAT16 == static_cast<int>(flashcore::DType::kFloat16) &&
+              FLASHCORE_DTYPE_BFLOAT16 == static_cast<int>(flashcore::DType::kBFloat16) &&
+              FLASHCORE_DTYPE_FLOAT32 == static_cast<int>(flashcore::DType::kFloat32));
+static_assert(FLASHCORE_DEVICE_CPU == static_cast<int>(flashcore::Device::kCPU) &&
+              FLASHCORE_DEVICE_CUDA == static_cast<int>(flashcore::Device::kCUDA));
+static_assert(FLASHCORE_BACKEND_AUTO == static_cast<int>(flashcore::Backend::kAuto) &&
+              FLASHCORE_BACKEND_CPU == static_cast<int>(flashcore::Backend::kCpu) &&
+              FLASHCORE_BACKEND_CPU_REFERENCE == static_cast<int>(flashcore::Backend::kCpuReference) &&
+              FLASHCORE_BACKEND_CUDA == static_cast<int>(flashcore::Backend::kCuda));
+static_assert(FLASHCORE_STATUS_OK == static_cast<int>(flashcore::StatusCode::kOk) &&
+              FLASHCORE_STATUS_INVALID_ARGUMENT == static_cast<int>(flashcore::StatusCode::kInvalidArgument) &&
+              FLASHCORE_STATUS_NOT_SUPPORTED == static_cast<int>(flashcore::StatusCode::kNotSupported) &&
+              FLASHCORE_STATUS_CUDA_ERROR == static_cast<int>(flashcore::StatusCode::kCudaError) &&
+              FLASHCORE_STATUS_INTERNAL == static_cast<int>(flashcore::StatusCode::kInternal));
+static_assert(FLASHCORE_MAX_RANK == flashcore::kMaxRank);
+
+namespace {
+
+using flashcore::Status;
+using flashcore::TensorView;
+
+// The last call's message, per thread so that concurrent callers never read each other's errors.
+thread_local std::string last_error;
+
+int finish(const Status& status) {
+  if (status.ok()) {
+    last_error.clear();
+    return FLASHCORE_STATUS_OK;
+  }
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+// Runs `call` (returning a Status), keeping C++ exceptions (std::bad_alloc, a thread that failed to
+// start) from unwinding into a C caller.
+template <typename Call>
+int guarded(const char* function, Call&& call) {
+  try {
+    return finish(call());
+  } catch (const std::exception& e) {
+    return finish(Status::Internal(std::string(function) + ": " + e.what()));
+  } catch (...) {
+    return finish(Status::Internal(std::string(function) + ": unknown C++ exception"));
+  }
+}
+
+Status invalid(const char* function, const char* name, const std::string& what) {
+  return Status::InvalidArgument(std::string(function) + ": " + name + ": " + what);
+}
+
+// Checks what the C struct can hold but the C++ enums and arrays cannot (codes out of range, a rank
+// past kMaxRank), then copies it. A null `tensor` is an absent view; the C++ validation decides
+// whether that is allowed and says so naming the argument.
+Status to_view(const char* function, const char* name, const flashcore_tensor* tensor, TensorView* view) {
+  *view = TensorView{};
+  if (tensor == nullptr) return Status::Ok();
+  if (tensor->dtype < FLASHCORE_DTYPE_FLOAT16 || tensor->dtype > FLASHCORE_DTYPE_FLOAT32) {
+    return invalid(function, name,
+                   "unknown dtype code " + std::to_string(tensor->dtype) +
+                       " (expected 0 = float16, 1 = bfloat16 or 2 = float32)");
+  }
+  if (tensor->device != FLASHCORE_DEVICE_CPU && tensor->device != FLASHCORE_DEVICE_CUDA) {
+    return invalid(function, name,
+                   "unknown device code " + std::to_string(tensor->device) + " (expected 0 = cpu or 1 = cuda)");
+  }
+  if (tensor->rank < 0 || tensor->rank > FLASHCORE_MAX_RANK) {
+    return invalid(function, name,
+                   "rank " + std::to_string(tensor->rank) + " is outside 0.." + std::to_string(FLASHCORE_MAX_RANK));
+  }
+  view->data = tensor->data;
+  view->dtype = static_cast<flashcore::DType>(tensor->dtype);
+  view->device = static_cast<flashcore::Device>(tensor->device);
+  view->rank = tensor->rank;
+  for (int i = 0; i < tensor->rank; ++i) {
+    view->shape[i] = tensor->shape[i];
+    view->stride[i] = tensor->stride[i];
+  }
+  return Status::Ok();
+}
+
+Status to_backend(const char* function, int backend, flashcore::Backend* out) {
+  if (backend < FLASHCORE_BACKEND_AUTO || backend > FLASHCORE_BACKEND_CUDA) {
+    return invalid(function, "backend",
+                   "unknown backend code " + std::to_string(backend) +
+                       " (expected 0 = auto, 1 = cpu, 2 = cpu_reference or 3 = cuda)");
+  }
+  *out = static_cast<flashcore::Backend>(backend);
+  return Status::Ok();
+}
+
+#define FLASHCORE_C_RETURN_IF_ERROR(expr) \
+  do {                                    \
+    Status status_ = (expr);              \
+    if (!status_.ok()) return status_;    \
+  } while (0)
+
+// The C arguments shared by backward and its workspace query, as C++ params.
+Status to_backward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
+                          const flashcore_tensor* v, const flashcore_tensor* out, const flashcore_tensor* dout,
+                          const flashcore_tensor* lse, const flashcore_tensor* dq, const flashcore_tensor* dk,
+                          const flashcore_tensor* dv, float softmax_scale, int causal, int deterministic,
+                          int backend, flashcore::BackwardParams* params) {
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "q", q, &params->q));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "k", k, &params->k));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "v", v, &params->v));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "out", out, &params->out));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dout", dout, &params->dout));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "lse", lse, &params->lse));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dq", dq, &params->dq));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dk", dk, &params->dk));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dv", dv, &params->dv));
+  FLASHCORE_C_RETURN_IF_ERROR(to_backend(function, backend, &params->backend));
+  params->softmax_scale = softmax_scale;
+  params->causal = causal != 0;
+  params->deterministic = deterministic != 0;
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+int flashcore_c_abi_version(void) { return FLASHCORE_C_ABI_VERSION; }
+
+const char* flashcore_version(void) { return FLASHCORE_VERSION_STRING; }
+
+int flashcore_built_with_cuda(void) { return flashcore::built_with_cuda() ? 1 : 0; }
+
+const char* flashcore_last_error(void) { return last_error.c_str(); }
+
+int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
+                      const flashcore_tensor* out, const flashcore_tensor* lse, float softmax_scale, int causal,
+                      int backend, void* stream, int num_threads) {
+  constexpr const char* kFunction = "flashcore_forward";
+  return guarded(kFunction, [&]() -> Status {
+    flashcore::ForwardParams params;
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "q", q, &params.q));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "k", k, &params.k));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "v", v, &params.v));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "out", out, &params.out));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "lse", lse, &params.lse));
+    FLASHCORE_C_RETURN_IF_ERROR(to_backend(kFunction, backend, &params.backend));
+    params.softmax_scale = softmax_scale;
+    params.causal = causal != 0;
+    params.stream = stream;
+    params.num_threads = num_threads;
+    return flashcore::forward(params);
+  });
+}
+
+int flashcore_backward_workspace_size(const flashcore_tensor* q, const flashcore_tensor* k,
+                                      const flashcore_tensor* v, const flashcore_tensor* out,
+                                      const flashcore_tensor* dout, const flashcore_tensor* lse,
+                                      const flashcore_tensor* dq, const flashcore_tensor* dk,
+                                      const flashcore_tensor* dv, float softmax_scale, int causal, int deterministic,
+                                      int backend, size_t* bytes) {
+  constexpr const char* kFunction = "flashcore_backward_workspace_size";
+  return guarded(kFunction, [&]() -> Status {
+    if (bytes == nullptr) return invalid(kFunction, "bytes", "is null");
+    flashcore::BackwardParams params;
+    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, softmax_scale,
+                                                   causal, deterministic, backend, &params));
+    std::size_t needed = 0;
+    FLASHCORE_C_RETURN_IF_ERROR(flashcore::backward_workspace_size(params, &needed));
+    *bytes = needed;
+    return Status::Ok();
+  });
+}
+
+int flashcore_backward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
+                       const flashcore_tensor* out, const flashcore_tensor* dout, const flashcore_tensor* lse,
+                       const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv,
+                       float softmax_scale, int causal, int deterministic, int backend, void* stream,
+                       int num_threads, void* workspace, size_t workspace_bytes) {
+  constexpr const char* kFunction = "flashcore_backward";
+  return guarded(kFunction, [&]() -> Status {
+    flashcore::BackwardParams params;
+    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, softmax_scale,
+                                                   causal, deterministic, backend, &params));
+    params.stream = stream;
+    params.num_threads = num_threads;
+    params.workspace = workspace;
+    params.workspace_bytes = workspace_bytes;
+    return flashcore::backward(params);
+  });
+}
+
+}  // extern "C"
