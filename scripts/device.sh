@@ -6,7 +6,9 @@
 #   build      configure (preset hopper: sm_90 SASS only, for quick builds) and build everything
 #   test       ctest: CPU and GPU suites
 #   sanitize   compute-sanitizer memcheck + racecheck on the GPU tests named *Sanitize*
-#   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run
+#   python     the Python package's tests on CUDA tensors, against the library just built
+#   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run; profile: Nsight
+#              Compute on flashcore's kernels. COMMIT=<sha> names the commit when there is no .git.
 #   FILTER=... narrows the GPU tests of `test` (a gtest filter); PRESET=default builds sm_80 too.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +20,8 @@ configure_args=()
 [ -f .carry/cutlass_include/cute/tensor.hpp ] && configure_args+=("-DCUTLASS_DIR=$root/.carry/cutlass_include")
 [ -f .carry/googletest/CMakeLists.txt ] && configure_args+=("-DFLASHCORE_GTEST_SOURCE_DIR=$root/.carry/googletest")
 gpu_tests="build/$preset/tests/gpu/flashcore_gpu_tests"
+export FLASHCORE_LIBRARY="$root/build/$preset/src/c_api/libflashcore_c.so"
+cli="build/$preset/tools/flashcore"
 status=0
 
 [ $# -eq 0 ] && set -- build test
@@ -52,8 +56,13 @@ for step in "$@"; do
         [ $rc -eq 0 ] || status=1
       done
       ;;
-    bench) bash scripts/bench.sh --cli "build/$preset/tools/flashcore" || status=1 ;;
-    bench-quick) bash scripts/bench.sh --quick --cli "build/$preset/tools/flashcore" || status=1 ;;
+    python)
+      PYTHONPATH="$root/python" python3 -m pytest -q -rs python/tests >"$out/python_tests.log" 2>&1 || status=1
+      tail -15 "$out/python_tests.log"
+      ;;
+    bench) bash scripts/bench.sh --cli "$cli" --out-dir "$out" --flat || status=1 ;;
+    bench-quick) bash scripts/bench.sh --quick --cli "$cli" --out-dir "$out" --flat || status=1 ;;
+    profile) bash scripts/bench.sh --profile --cli "$cli" --out-dir "$out" || status=1 ;;
     *) echo "device.sh: unknown step '$step'"; exit 2 ;;
   esac
 done

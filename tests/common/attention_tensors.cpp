@@ -8,7 +8,9 @@ namespace flashcore::testing {
 namespace {
 
 // Odd, so padded rows are also misaligned relative to the unpadded ones.
-constexpr std::int64_t kPad = 3;
+constexpr std::int64_t kOddPad = 3;
+// Keeps every row 16-byte aligned for fp16/bf16 (the GPU kernels' cp.async loads need it).
+constexpr std::int64_t kAlignedPad = 8;
 
 // q, k, v (or dq, dk, dv) as slices of one packed (batch, seqlen, 3, heads, head_dim) buffer.
 void make_packed(const AttentionShape& s, DType dtype, HostTensor* q, HostTensor* k, HostTensor* v) {
@@ -29,6 +31,8 @@ const char* layout_name(Layout layout) {
       return "contiguous";
     case Layout::kPadded:
       return "padded";
+    case Layout::kPaddedAligned:
+      return "padded_aligned";
     case Layout::kPackedQkv:
       return "packed_qkv";
   }
@@ -44,7 +48,7 @@ std::string shape_name(const AttentionShape& s) {
 
 AttentionTensors::AttentionTensors(const AttentionShape& s, DType type, Layout lay, std::uint64_t seed)
     : shape(s), dtype(type), layout(lay) {
-  const std::int64_t pad = layout == Layout::kContiguous ? 0 : kPad;
+  const std::int64_t pad = layout == Layout::kContiguous ? 0 : layout == Layout::kPadded ? kOddPad : kAlignedPad;
   const std::vector<std::int64_t> q_shape = {s.batch, s.seqlen_q, s.heads_q, s.head_dim};
   const std::vector<std::int64_t> k_shape = {s.batch, s.seqlen_k, s.heads_kv, s.head_dim};
   if (layout == Layout::kPackedQkv) {

@@ -23,9 +23,12 @@ struct AttentionShape {
 
 enum class Layout {
   kContiguous,  // every tensor row-major
-  kPadded,      // every tensor with padded strides (only head_dim contiguous)
+  kPadded,      // every tensor with strides padded by an odd 3 elements (only head_dim contiguous):
+                // rows lose 16-byte alignment, which the CPU backends take and the GPU kernels refuse
+  kPaddedAligned,  // padded by 8 elements: non-contiguous, rows still 16-byte aligned (GPU tests)
   kPackedQkv,   // q, k, v (and dq, dk, dv) slices of one (batch, seqlen, 3, heads, head_dim) buffer;
-                // needs seqlen_q == seqlen_k and heads_q == heads_kv. The others are padded.
+                // needs seqlen_q == seqlen_k and heads_q == heads_kv. The others are padded
+                // by 8 (aligned).
 };
 
 const char* layout_name(Layout layout);

@@ -31,18 +31,18 @@ struct GpuCase {
 const std::vector<GpuCase>& gpu_forward_cases() {
   static const std::vector<GpuCase> cases = {
       {"seqlen1", {2, 1, 1, 4, 4, 64, false}, Layout::kContiguous},
-      {"seqlen17_causal_gqa8", {2, 17, 17, 8, 1, 64, true}, Layout::kPadded},
+      {"seqlen17_causal_gqa8", {2, 17, 17, 8, 1, 64, true}, Layout::kPaddedAligned},
       {"seqlen1000_d128", {1, 1000, 1000, 2, 2, 128, false}, Layout::kContiguous},
       {"seqlen1000_causal_d128_packed", {1, 1000, 1000, 2, 2, 128, true}, Layout::kPackedQkv},
       {"seqlen4097_d64", {1, 4097, 4097, 1, 1, 64, false}, Layout::kContiguous},
       {"seqlen4097_causal_d128", {1, 4097, 4097, 1, 1, 128, true}, Layout::kContiguous},
-      {"q_shorter_causal_d96", {1, 17, 1000, 4, 2, 96, true}, Layout::kPadded},
+      {"q_shorter_causal_d96", {1, 17, 1000, 4, 2, 96, true}, Layout::kPaddedAligned},
       {"q_longer_causal_empty_rows_d32", {1, 1000, 17, 2, 2, 32, true}, Layout::kContiguous},
-      {"q_longer_mqa_d192", {2, 300, 45, 2, 1, 192, false}, Layout::kPadded},
+      {"q_longer_mqa_d192", {2, 300, 45, 2, 1, 192, false}, Layout::kPaddedAligned},
       {"d40_causal_mqa", {1, 127, 200, 3, 1, 40, true}, Layout::kContiguous},
-      {"d256_padded", {1, 130, 257, 2, 2, 256, false}, Layout::kPadded},
+      {"d256_padded", {1, 130, 257, 2, 2, 256, false}, Layout::kPaddedAligned},
       {"d256_causal", {1, 333, 333, 2, 1, 256, true}, Layout::kContiguous},
-      {"gqa8_causal_d128", {1, 333, 333, 16, 2, 128, true}, Layout::kPadded},
+      {"gqa8_causal_d128", {1, 333, 333, 16, 2, 128, true}, Layout::kPaddedAligned},
       {"d32_packed", {2, 77, 77, 3, 3, 32, false}, Layout::kPackedQkv},
   };
   return cases;
@@ -116,7 +116,7 @@ TEST(CudaForwardSanitize, SmallGrid) {
                                    {1, 65, 65, 2, 2, 256, false}, {2, 17, 17, 2, 2, 40, false}};
   for (const AttentionShape& s : shapes) {
     for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-      AttentionTensors t(s, dtype, Layout::kPadded, 11);
+      AttentionTensors t(s, dtype, Layout::kPaddedAligned, 11);
       check_cuda_forward(t, nullptr);
     }
   }

@@ -1,0 +1,332 @@
+// The sm80 backward kernel (FlashAttention-2's recomputation scheme): one CTA owns a kBlockN-row
+// block of keys of one (batch, kv head) and sweeps the query blocks that see it, for every query
+// head of the kv head's group, so dK and dV are summed over the group in registers (GQA/MQA
+// without atomics on dK/dV).
+//
+//   prologue   K, V and the first Q, dO tiles in flight (cp.async)
+//   mainloop   for each (query head of the group, query block):
+//                S  = Q Kᵀ, dP = dO Vᵀ      tensor cores, operands by ldmatrix from smem
+//                P  = exp2(S scale log2e - LSE log2e), masked entries 0   (recomputed, not stored)
+//                dS = P (dP - D)
+//                P, dS -> smem                the next products read them transposed
+//                dV += Pᵀ dO, dK += dSᵀ Q     fp32 accumulators live across the whole loop
+//                dQ_partial = dS K  -> fp32 atomics into the workspace (converted at the end)
+//              while the next Q, dO and their rows' LSE and D load (double-buffered; d=256
+//              single-buffers them and loads during dQ).
+//   epilogue   dK * scale, dV through smem to 16-byte global stores (rows past seqlen_k skipped).
+//
+// dS here is the gradient with respect to the scaled scores scale * S: dQ and dK carry the
+// factor softmax_scale, applied once at the end.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/copy.h"
+#include "cuda/common/fragment.h"
+#include "cuda/common/gemm.h"
+#include "cuda/sm80/bwd_mask.h"
+#include "cuda/sm80/bwd_params.h"
+
+namespace flashcore::cuda::sm80 {
+
+// acc (fp32 accumulator fragment) added element-wise into global fp32 memory partitioned alike.
+// Neighbouring accumulator elements are neighbouring columns, so sm90 adds them as one float2.
+template <class Acc, class Dst>
+__forceinline__ __device__ void atomic_add_fragment(Acc const& acc, Dst& dst) {
+  using namespace cute;
+  static_assert(decltype(size(acc))::value % 2 == 0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); i += 2) {
+    atomicAdd(reinterpret_cast<float2*>(&dst(i)), make_float2(acc(i), acc(i + 1)));
+  }
+#else
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) atomicAdd(&dst(i), acc(i));
+#endif
+}
+
+// 2^x with one MUFU.EX2 (exp2f adds a denormal-range fix-up around it). Inputs here are
+// s * scale_log2 - lse_log2 <= about 0, and -inf for rows without keys, where ex2 gives +0.
+__forceinline__ __device__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kQdOElems = Traits::kSmemQdOElems;
+
+  extern __shared__ __align__(128) char smem[];
+  const int tid = threadIdx.x;
+  const int kv_head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
+  const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
+  const BwdMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
+
+  // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
+  // rows (fp32, kBlockM each, kStages buffers), loaded with Q so no register holds them across
+  // the products.
+  Element* smem_q = reinterpret_cast<Element*>(smem);
+  Element* smem_do = smem_q + kStages * kQdOElems;
+  Element* smem_k = smem_do + kStages * kQdOElems;
+  Element* smem_v = smem_k + Traits::kSmemKVElems;
+  Element* smem_p = smem_v + Traits::kSmemKVElems;
+  Element* smem_ds = smem_p + Traits::kSmemPdSElems;
+  float* smem_lse = reinterpret_cast<float*>(smem_ds + Traits::kSmemPdSElems);
+  float* smem_dsum = smem_lse + kStages * kBlockM;
+  auto sQ_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_q + stage * kQdOElems), typename Traits::SmemLayoutQdO{}); };
+  auto sdO_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_do + stage * kQdOElems), typename Traits::SmemLayoutQdO{}); };
+  auto sQt_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_q + stage * kQdOElems), typename Traits::SmemLayoutQdOt{}); };
+  auto sdOt_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_do + stage * kQdOElems), typename Traits::SmemLayoutQdOt{}); };
+  Tensor sK = make_tensor(make_smem_ptr(smem_k), typename Traits::SmemLayoutKV{});     // (kBlockN, kHeadDim)
+  Tensor sV = make_tensor(make_smem_ptr(smem_v), typename Traits::SmemLayoutKV{});     // (kBlockN, kHeadDim)
+  Tensor sKt = make_tensor(make_smem_ptr(smem_k), typename Traits::SmemLayoutKt{});    // (kHeadDim, kBlockN)
+  Tensor sP = make_tensor(make_smem_ptr(smem_p), typename Traits::SmemLayoutPdS{});    // (kBlockM, kBlockN)
+  Tensor sdS = make_tensor(make_smem_ptr(smem_ds), typename Traits::SmemLayoutPdS{});  // (kBlockM, kBlockN)
+  Tensor sPt = make_tensor(make_smem_ptr(smem_p), typename Traits::SmemLayoutPdSt{});  // (kBlockN, kBlockM)
+  Tensor sdSt = make_tensor(make_smem_ptr(smem_ds), typename Traits::SmemLayoutPdSt{});  // (kBlockN, kBlockM)
+  // Shape-only views for the register fragments of the transposed operands.
+  Tensor sQdOtNoSwizzle = make_tensor(smem_q, typename Traits::SmemLayoutQdOtNoSwizzle{});  // (kHeadDim, kBlockM)
+  Tensor sKtNoSwizzle = make_tensor(smem_k, typename Traits::SmemLayoutKtNoSwizzle{});      // (kHeadDim, kBlockN)
+  Tensor sPdStNoSwizzle = make_tensor(smem_p, typename Traits::SmemLayoutPdStNoSwizzle{});  // (kBlockN, kBlockM)
+
+  // Global -> shared copies; identity tensors give each element's (row, col) for the predicates.
+  typename Traits::GmemTiledCopyLoad gmem_tiled_copy;
+  auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tid);
+  Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor tKVcKV = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+
+  // Tensor-core partitions of the three products.
+  typename Traits::TiledMmaSdP tiled_mma_sdp;
+  typename Traits::TiledMmadKV tiled_mma_dkv;
+  typename Traits::TiledMmadQ tiled_mma_dq;
+  auto thr_mma_sdp = tiled_mma_sdp.get_thread_slice(tid);
+  auto thr_mma_dkv = tiled_mma_dkv.get_thread_slice(tid);
+  auto thr_mma_dq = tiled_mma_dq.get_thread_slice(tid);
+  Tensor tSrQ = thr_mma_sdp.partition_fragment_A(sQ_at(0));         // (MMA, MMA_M, MMA_K=d)
+  Tensor tSrK = thr_mma_sdp.partition_fragment_B(sK);               // (MMA, MMA_N, MMA_K=d)
+  Tensor tdPrdO = thr_mma_sdp.partition_fragment_A(sdO_at(0));      // (MMA, MMA_M, MMA_K=d)
+  Tensor tdPrV = thr_mma_sdp.partition_fragment_B(sV);              // (MMA, MMA_N, MMA_K=d)
+  Tensor tdVrPt = thr_mma_dkv.partition_fragment_A(sPdStNoSwizzle);  // (MMA, MMA_N, MMA_K=kBlockM)
+  Tensor tdVrdOt = thr_mma_dkv.partition_fragment_B(sQdOtNoSwizzle);  // (MMA, MMA_d, MMA_K=kBlockM)
+  Tensor tdKrdSt = thr_mma_dkv.partition_fragment_A(sPdStNoSwizzle);  // (MMA, MMA_N, MMA_K=kBlockM)
+  Tensor tdKrQt = thr_mma_dkv.partition_fragment_B(sQdOtNoSwizzle);   // (MMA, MMA_d, MMA_K=kBlockM)
+  Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);               // (MMA, MMA_M, MMA_K=kBlockN)
+  Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKtNoSwizzle);      // (MMA, MMA_d, MMA_K=kBlockN)
+  Tensor acc_dk = partition_fragment_C(tiled_mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});  // (MMA, MMA_N, MMA_d)
+  Tensor acc_dv = partition_fragment_C(tiled_mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});  // (MMA, MMA_N, MMA_d)
+
+  // Shared -> register copies (ldmatrix) matching each product's operand partitions.
+  auto smem_copy_qdo = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma_sdp);
+  auto smem_copy_kv = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma_sdp);
+  auto smem_copy_pdst = make_tiled_copy_A(typename Traits::SmemCopyAtomTransposed{}, tiled_mma_dkv);
+  auto smem_copy_qdot = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma_dkv);
+  auto smem_copy_ds = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma_dq);
+  auto smem_copy_kt = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma_dq);
+  auto thr_copy_qdo = smem_copy_qdo.get_thread_slice(tid);
+  auto thr_copy_qdot = smem_copy_qdot.get_thread_slice(tid);
+  Tensor tSsK = smem_copy_kv.get_thread_slice(tid).partition_S(sK);
+  Tensor tdPsV = smem_copy_kv.get_thread_slice(tid).partition_S(sV);
+  Tensor tdVsPt = smem_copy_pdst.get_thread_slice(tid).partition_S(sPt);
+  Tensor tdKsdSt = smem_copy_pdst.get_thread_slice(tid).partition_S(sdSt);
+  Tensor tdQsdS = smem_copy_ds.get_thread_slice(tid).partition_S(sdS);
+  Tensor tdQsKt = smem_copy_kt.get_thread_slice(tid).partition_S(sKt);
+  // Accumulator fragments -> shared memory (P and dS).
+  auto smem_copy_pds = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_sdp);
+  auto smem_thr_copy_pds = smem_copy_pds.get_thread_slice(tid);
+  Tensor tPsP = smem_thr_copy_pds.partition_D(sP);
+  Tensor tdSsdS = smem_thr_copy_pds.partition_D(sdS);
+
+  // Which rows and columns of the S tile this thread holds, as (rows, cols).
+  Tensor tScS = thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor tScS_rc = make_tensor(tScS.data(), accumulator_as_rows_cols(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(tScS_rc))::value;
+  constexpr int kCols = decltype(size<1>(tScS_rc))::value;
+
+  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_batch_stride;
+  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride;
+  const int rows_per_head = params.seqlen_q_rounded;
+
+  // Q, dO, lse_log2 and D of (query head, query block) into buffer `stage`; rows past seqlen_q
+  // and columns past head_dim are zero-filled (the padded lse_log2 and D rows need no check).
+  auto load_q_do = [&](int head, int m_block, int stage) {
+    const std::int64_t row0 = static_cast<std::int64_t>(m_block) * kBlockM;
+    constexpr int kStatThreads = kBlockM / 4;  // 16-byte copies of 4 floats
+    static_assert(2 * kStatThreads <= Traits::kNThreads);
+    if (tid < 2 * kStatThreads) {
+      const bool is_lse = tid < kStatThreads;
+      const int i = (is_lse ? tid : tid - kStatThreads) * 4;
+      const std::int64_t stat_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + row0 + i;
+      const float* src = (is_lse ? params.lse_log2 : params.dsum) + stat_offset;
+      float* dst = (is_lse ? smem_lse : smem_dsum) + stage * kBlockM + i;
+      SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>::copy(*reinterpret_cast<const uint128_t*>(src), *reinterpret_cast<uint128_t*>(dst));
+    }
+    Tensor gQ = make_tensor(make_gmem_ptr(q_base + head * params.q_head_stride + row0 * params.q_row_stride),
+                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_row_stride, _1{}));
+    Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_head_stride + row0 * params.do_row_stride),
+                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_row_stride, _1{}));
+    const int rows_left = params.seqlen_q - m_block * kBlockM;
+    copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)),
+                               tQcQ, rows_left, params.head_dim);
+    copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gdO),
+                               gmem_thr_copy.partition_D(sdO_at(stage)), tQcQ, rows_left, params.head_dim);
+  };
+
+  // Deterministic mode loops over several key blocks (one dq_accum slice per CTA); otherwise the
+  // grid has one CTA per key block and this loop runs once.
+  for (int n_block = blockIdx.x; n_block < n_blocks; n_block += gridDim.x) {
+    const int n0 = n_block * kBlockN;
+    const int m_block_min = mask.m_block_min(n0, kBlockM);
+    const int m_count = max(m_blocks - m_block_min, 0);
+    const int n_iters = params.group_size * m_count;
+    const int rows_k = params.seqlen_k - n0;
+
+    if (n_block != static_cast<int>(blockIdx.x)) __syncthreads();  // the last epilogue is done with sK, sV
+    {
+      const std::int64_t k_offset = batch * params.k_batch_stride + kv_head * params.k_head_stride + n0 * params.k_row_stride;
+      const std::int64_t v_offset = batch * params.v_batch_stride + kv_head * params.v_head_stride + n0 * params.v_row_stride;
+      Tensor gK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_row_stride, _1{}));
+      Tensor gV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_row_stride, _1{}));
+      copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gK), gmem_thr_copy.partition_D(sK), tKVcKV,
+                                 rows_k, params.head_dim);
+      copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gV), gmem_thr_copy.partition_D(sV), tKVcKV,
+                                 rows_k, params.head_dim);
+    }
+    if (n_iters > 0) load_q_do(kv_head * params.group_size, m_block_min, 0);
+    cp_async_fence();
+    clear(acc_dk);
+    clear(acc_dv);
+
+    int head = kv_head * params.group_size;
+    int m_block = m_block_min;
+    for (int it = 0; it < n_iters; ++it) {
+      const int m0 = m_block * kBlockM;
+      const int stage = kStages == 2 ? it % 2 : 0;
+      // The (head, query block) of the next iteration: query blocks inner, heads of the group outer.
+      const bool last_block_of_head = m_block + 1 == m_blocks;
+      const int next_head = last_block_of_head ? head + 1 : head;
+      const int next_m_block = last_block_of_head ? m_block_min : m_block + 1;
+
+      cp_async_wait<0>();
+      __syncthreads();  // Q, dO of this stage (and K, V) landed; every warp is done with the last iteration
+      if constexpr (kStages == 2) {
+        if (it + 1 < n_iters) {
+          load_q_do(next_head, next_m_block, stage ^ 1);
+          cp_async_fence();
+        }
+      }
+
+      Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
+      Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
+      clear(acc_s);
+      clear(acc_dp);
+      gemm_smem_smem(tiled_mma_sdp, acc_s, tSrQ, tSrK, thr_copy_qdo.partition_S(sQ_at(stage)), tSsK, smem_copy_qdo,
+                     smem_copy_kv, tid);
+      gemm_smem_smem(tiled_mma_sdp, acc_dp, tdPrdO, tdPrV, thr_copy_qdo.partition_S(sdO_at(stage)), tdPsV,
+                     smem_copy_qdo, smem_copy_kv, tid);
+
+      // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
+      Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
+      Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
+      const float* lse_log2 = smem_lse + stage * kBlockM;
+      const float* dsum = smem_dsum + stage * kBlockM;
+      auto probabilities_and_dscores = [&](auto masked) {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const int row = get<0>(tScS_rc(r, 0));
+          const float row_lse_log2 = lse_log2[row];
+          const float row_dsum = dsum[row];
+          CUTE_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            float p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
+            if constexpr (decltype(masked)::value) {
+              if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
+            }
+            scores(r, c) = p;
+            dp(r, c) = p * (dp(r, c) - row_dsum);
+          }
+        }
+      };
+      if (mask.tile_needs_mask(m0, n0, kBlockN)) {
+        probabilities_and_dscores(cute::true_type{});
+      } else {
+        probabilities_and_dscores(cute::false_type{});
+      }
+      Tensor rP = convert_fragment<Element>(acc_s);
+      Tensor rdS = convert_fragment<Element>(acc_dp);
+      copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rP), tPsP);
+      copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rdS), tdSsdS);
+      __syncthreads();  // P and dS visible to every warp
+
+      gemm_smem_smem(tiled_mma_dkv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_qdot.partition_S(sdOt_at(stage)),
+                     smem_copy_pdst, smem_copy_qdot, tid);
+      gemm_smem_smem(tiled_mma_dkv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_qdot.partition_S(sQt_at(stage)),
+                     smem_copy_pdst, smem_copy_qdot, tid);
+      if constexpr (kStages == 1) {
+        if (it + 1 < n_iters) {
+          __syncthreads();  // every warp is done reading Q and dO
+          load_q_do(next_head, next_m_block, 0);
+          cp_async_fence();
+        }
+      }
+
+      Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
+      clear(acc_dq);
+      gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
+      const std::int64_t dq_row0 = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + m0;
+      Tensor gdQaccum = make_tensor(make_gmem_ptr(dq_accum + dq_row0 * kHeadDim),
+                                    Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kHeadDim>, _1>{});
+      Tensor tdQgdQaccum = thr_mma_dq.partition_C(gdQaccum);  // (MMA, MMA_M, MMA_d)
+      atomic_add_fragment(acc_dq, tdQgdQaccum);
+      head = next_head;
+      m_block = next_m_block;
+    }
+
+    // Epilogue: dK (times the softmax scale) and dV through K's and V's smem tiles.
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done reading sK, sV
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= params.softmax_scale;
+    Tensor rdK = convert_fragment<Element>(acc_dk);
+    Tensor rdV = convert_fragment<Element>(acc_dv);
+    auto smem_copy_dkv = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv);
+    auto smem_thr_copy_dkv = smem_copy_dkv.get_thread_slice(tid);
+    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdK), smem_thr_copy_dkv.partition_D(sK));
+    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdV), smem_thr_copy_dkv.partition_D(sV));
+    __syncthreads();
+
+    const std::int64_t dk_offset = batch * params.dk_batch_stride + kv_head * params.dk_head_stride + n0 * params.dk_row_stride;
+    const std::int64_t dv_offset = batch * params.dv_batch_stride + kv_head * params.dv_head_stride + n0 * params.dv_row_stride;
+    Tensor gdK = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dk) + dk_offset),
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_row_stride, _1{}));
+    Tensor gdV = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dv) + dv_offset),
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_row_stride, _1{}));
+    typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
+    auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
+    Tensor tdKsdK = gmem_thr_copy_store.partition_S(sK);  // (CPY, CPY_N, CPY_d)
+    Tensor tdVsdV = gmem_thr_copy_store.partition_S(sV);
+    Tensor tdKgdK = gmem_thr_copy_store.partition_D(gdK);
+    Tensor tdVgdV = gmem_thr_copy_store.partition_D(gdV);
+    Tensor tdKVcdKV = gmem_thr_copy_store.partition_D(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    Tensor tdKrdK = make_tensor<Element>(shape(tdKgdK));
+    Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
+    copy(gmem_tiled_copy_store, tdKsdK, tdKrdK);
+    copy(gmem_tiled_copy_store, tdVsdV, tdVrdV);
+    copy_tile_predicated<false>(gmem_tiled_copy_store, tdKrdK, tdKgdK, tdKVcdKV, rows_k, params.head_dim);
+    copy_tile_predicated<false>(gmem_tiled_copy_store, tdVrdV, tdVgdV, tdKVcdKV, rows_k, params.head_dim);
+  }
+}
+
+}  // namespace flashcore::cuda::sm80

@@ -1,0 +1,69 @@
+// Launch of the sm80 backward pass for one (dtype, head dim); included only by the generated
+// instantiation files in src/cuda/instantiations/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/sm80/bwd_convert_dq.h"
+#include "cuda/sm80/bwd_kernel.h"
+#include "cuda/sm80/bwd_launch.h"
+#include "cuda/sm80/bwd_preprocess.h"
+#include "cuda/sm80/bwd_tile_size.h"
+#include "cuda/sm80/bwd_traits.h"
+
+namespace flashcore::cuda::sm80 {
+
+template <class Traits, bool kIsCausal>
+Status launch_bwd_kernel(const BwdParams& params, cudaStream_t stream) {
+  auto kernel = &bwd_kernel<Traits, kIsCausal>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSmemBytes > 48 * 1024) {
+    FLASHCORE_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  }
+  const int n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  const dim3 grid(params.deterministic ? params.num_splits : n_blocks, params.heads_kv, params.batch);
+  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm80 backward kernel");
+}
+
+template <typename Element, int kHeadDim>
+Status run_bwd(const BwdParams& params, cudaStream_t stream) {
+  constexpr BwdTileSize kTile = bwd_tile_size(kHeadDim);
+  using Traits = BwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.atom_m_sdp,
+                           kTile.atom_n_dkv, kTile.atom_m_dq, kTile.stages>;
+  static_assert(kSeqlenQRounding % Traits::kBlockM == 0 && kSeqlenQRounding % kPreprocessRowsPerCta == 0);
+
+  int device = 0;
+  int max_smem = 0;
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (max_smem < Traits::kSmemBytes) {
+    return Status::NotSupported("flashcore::backward: the sm80 backward kernel for head_dim " +
+                                std::to_string(params.head_dim) + " needs " + std::to_string(Traits::kSmemBytes) +
+                                " bytes of shared memory per block; device " + std::to_string(device) +
+                                " offers " + std::to_string(max_smem));
+  }
+
+  const std::size_t dq_accum_bytes =
+      static_cast<std::size_t>(params.num_splits) * params.dq_accum_split_stride * sizeof(float);
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(params.dq_accum, 0, dq_accum_bytes, stream));
+
+  const dim3 preprocess_grid(params.seqlen_q_rounded / kPreprocessRowsPerCta, params.heads_q, params.batch);
+  bwd_preprocess_kernel<Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+
+  const Status status = params.causal ? launch_bwd_kernel<Traits, true>(params, stream)
+                                      : launch_bwd_kernel<Traits, false>(params, stream);
+  if (!status.ok()) return status;
+
+  const dim3 convert_grid((params.seqlen_q + kConvertRowsPerCta - 1) / kConvertRowsPerCta, params.heads_q,
+                          params.batch);
+  bwd_convert_dq_kernel<Element, kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
+  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the dQ conversion kernel");
+}
+
+}  // namespace flashcore::cuda::sm80

@@ -1,0 +1,59 @@
+// The backward's first pass, per query row: D = rowsum(dO * O) in fp32 (the softmax gradient's
+// correction term, dS = P * (dP - D)), and the forward's LSE pre-multiplied by log2(e) so the
+// main kernel recomputes P = exp2(s * scale_log2 - lse_log2) with one FFMA. Rows that saw no key
+// (lse = -inf) and the padding rows up to seqlen_q_rounded get lse_log2 = +inf, hence P = 0.
+#pragma once
+
+#include <cmath>
+
+#include <cute/tensor.hpp>
+
+#include "cuda/sm80/bwd_params.h"
+
+namespace flashcore::cuda::sm80 {
+
+inline constexpr int kPreprocessThreads = 256;
+inline constexpr int kPreprocessRowsPerCta = 64;
+
+// Grid: (seqlen_q_rounded / kPreprocessRowsPerCta, heads_q, batch). One warp per row; each lane
+// reads 8 contiguous elements (16 bytes) of dO and O per step.
+template <typename Element>
+__global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(const __grid_constant__ BwdParams params) {
+  constexpr int kWarps = kPreprocessThreads / 32;
+  constexpr int kVec = 8;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int lane = threadIdx.x % 32;
+  const auto* o = static_cast<const Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
+  const float* lse = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+  const std::int64_t row_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
+
+  for (int r = threadIdx.x / 32; r < kPreprocessRowsPerCta; r += kWarps) {
+    const int row = blockIdx.x * kPreprocessRowsPerCta + r;
+    float dot = 0.0f;
+    if (row < params.seqlen_q) {
+      for (int col = lane * kVec; col < params.head_dim; col += 32 * kVec) {
+        const uint4 o_raw = *reinterpret_cast<const uint4*>(o + row * params.o_row_stride + col);
+        const uint4 do_raw = *reinterpret_cast<const uint4*>(d_o + row * params.do_row_stride + col);
+        const auto* o_vec = reinterpret_cast<const Element*>(&o_raw);
+        const auto* do_vec = reinterpret_cast<const Element*>(&do_raw);
+        CUTE_UNROLL
+        for (int i = 0; i < kVec; ++i) dot += static_cast<float>(o_vec[i]) * static_cast<float>(do_vec[i]);
+      }
+    }
+    CUTE_UNROLL
+    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffff, dot, offset);
+    if (lane == 0) {
+      params.dsum[row_offset + row] = dot;
+      float lse_log2 = INFINITY;
+      if (row < params.seqlen_q) {
+        const float value = lse[row];
+        if (value != -INFINITY) lse_log2 = value * 1.4426950408889634f;  // log2(e)
+      }
+      params.lse_log2[row_offset + row] = lse_log2;
+    }
+  }
+}
+
+}  // namespace flashcore::cuda::sm80

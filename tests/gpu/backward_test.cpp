@@ -1,0 +1,320 @@
+// The CUDA backward pass against the float64 reference under FlashAttention's tolerance rule for
+// gradients (3x the same-precision baseline's error plus 2 ulp): every instantiated head dim plus
+// one that is not (40), fp16 and bf16, causal and not, ragged sizes (1, 17, 1000, 4097),
+// seqlen_q != seqlen_k both ways (with query rows that see no key), GQA 8:1, MQA, strided and
+// packed layouts. The forward's out and lse come from the float64 reference (rounded to their
+// dtypes), so these tests do not depend on the forward kernel. dq, dk and dv are NaN-poisoned on
+// the device before every run. The deterministic option is checked bit-exact over repeated runs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "api/problem.h"
+#include "common/attention_tensors.h"
+#include "common/baseline.h"
+#include "common/tolerance.h"
+#include "cpu/reference.h"
+#include "device_tensors.h"
+#include "flashcore/attention.h"
+
+namespace flashcore::testing {
+namespace {
+
+struct BwdCase {
+  const char* name;
+  AttentionShape shape;  // batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal
+  Layout layout;
+};
+
+const std::vector<BwdCase>& backward_cases() {
+  static const std::vector<BwdCase> cases = {
+      {"seqlen_q1", {2, 1, 17, 4, 4, 64, false}, Layout::kContiguous},
+      {"seqlen_q1_causal_d128", {1, 1, 300, 2, 1, 128, true}, Layout::kPaddedAligned},
+      {"seqlen17_causal_gqa8", {2, 17, 17, 8, 1, 64, true}, Layout::kPaddedAligned},
+      {"seqlen1000_d128", {1, 1000, 1000, 2, 2, 128, false}, Layout::kContiguous},
+      {"seqlen1000_causal_d128_packed", {1, 1000, 1000, 2, 2, 128, true}, Layout::kPackedQkv},
+      {"seqlen4097_causal_d64", {1, 4097, 4097, 1, 1, 64, true}, Layout::kContiguous},
+      {"q_shorter_causal_d96", {1, 17, 1000, 4, 2, 96, true}, Layout::kPaddedAligned},
+      {"q_longer_causal_empty_rows_d32", {1, 1000, 17, 2, 2, 32, true}, Layout::kContiguous},
+      {"q_longer_d64", {1, 1000, 300, 2, 2, 64, false}, Layout::kPaddedAligned},
+      {"q_longer_mqa_d192", {2, 300, 45, 2, 1, 192, false}, Layout::kPaddedAligned},
+      {"d40_causal_mqa", {1, 127, 200, 3, 1, 40, true}, Layout::kContiguous},
+      {"d256_strided", {1, 130, 257, 2, 2, 256, false}, Layout::kPaddedAligned},
+      {"d256_causal", {1, 333, 333, 2, 1, 256, true}, Layout::kContiguous},
+      {"gqa8_causal_d128", {1, 333, 333, 16, 2, 128, true}, Layout::kPaddedAligned},
+      {"d32_packed", {2, 77, 77, 3, 3, 32, false}, Layout::kPackedQkv},
+  };
+  return cases;
+}
+
+// out and lse of the float64 reference forward, rounded to their dtypes, into `t`.
+void fill_forward_outputs(AttentionTensors& t) {
+  const ForwardParams params = t.forward_params(Backend::kCpuReference);
+  detail::AttentionProblem problem;
+  ASSERT_TRUE(detail::validate_forward(params, &problem).ok());
+  std::vector<double> out, lse;
+  ASSERT_TRUE(cpu::reference_forward_f64(params, problem, &out, &lse).ok());
+  for (std::int64_t i = 0; i < t.out.numel(); ++i) t.out.set(i, out[i]);
+  for (std::int64_t i = 0; i < t.lse.numel(); ++i) t.lse.set(i, lse[i]);
+}
+
+// Device copies of `t` with out and lse uploaded too (they are the backward's inputs).
+struct BackwardRun {
+  explicit BackwardRun(const AttentionTensors& t) : dev(t) {
+    dev.out.upload(t.out);
+    dev.lse.upload(t.lse);
+  }
+
+  // Poisons dq, dk, dv, runs the CUDA backward and downloads them into `t`.
+  Status run(AttentionTensors& t, bool deterministic, cudaStream_t stream = nullptr, void* workspace = nullptr,
+             std::size_t workspace_bytes = 0) {
+    for (DeviceMirror* m : {&dev.dq, &dev.dk, &dev.dv}) m->poison();
+    BackwardParams params = dev.backward_params();
+    params.causal = t.shape.causal;
+    params.deterministic = deterministic;
+    params.stream = stream;
+    params.workspace = workspace;
+    params.workspace_bytes = workspace_bytes;
+    const Status status = backward(params);
+    if (!status.ok()) return status;
+    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+      return Status::CudaError("the backward kernels failed");
+    }
+    t.poison_backward_outputs();
+    dev.download_backward_outputs(t);
+    return Status::Ok();
+  }
+
+  DeviceAttentionTensors dev;
+};
+
+// dq, dk, dv in `t` against the float64 reference backward, with the same-precision baseline's
+// error as the yardstick.
+void expect_gradients_match_reference(const AttentionTensors& t) {
+  const BackwardParams params = t.backward_params(Backend::kCpuReference);
+  detail::AttentionProblem problem;
+  ASSERT_TRUE(detail::validate_backward(params, &problem).ok());
+  std::vector<double> ref_dq, ref_dk, ref_dv;
+  ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
+  const BaselineBackward base =
+      baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+  for (const auto& [name, got, baseline, reference] :
+       {std::tuple{"dq", &t.dq, &base.dq, &ref_dq}, {"dk", &t.dk, &base.dk, &ref_dk}, {"dv", &t.dv, &base.dv, &ref_dv}}) {
+    const Comparison c = compare_to_reference(name, t.dtype, 3.0, got->values(), *baseline, *reference);
+    EXPECT_TRUE(c.ok) << shape_name(t.shape) << ": " << c.message;
+  }
+}
+
+using BwdParam = std::tuple<BwdCase, DType>;
+
+std::string param_name(const ::testing::TestParamInfo<BwdParam>& info) {
+  return std::string(std::get<0>(info.param).name) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
+}
+
+std::uint64_t seed_of(const BwdParam& p) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char* c = std::get<0>(p).name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return h + static_cast<std::uint64_t>(std::get<1>(p));
+}
+
+class CudaBackward : public ::testing::TestWithParam<BwdParam> {};
+
+TEST_P(CudaBackward, MatchesReferenceWithinThreeTimesTheSamePrecisionError) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const auto& [c, dtype] = GetParam();
+  AttentionTensors t(c.shape, dtype, c.layout, seed_of(GetParam()));
+  fill_forward_outputs(t);
+  BackwardRun run(t);
+  const Status status = run.run(t, /*deterministic=*/false);
+  ASSERT_TRUE(status.ok()) << status.message();
+  expect_gradients_match_reference(t);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaBackward,
+                         ::testing::Combine(::testing::ValuesIn(backward_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16)),
+                         param_name);
+
+// Seqlen 1 (each query sees a single key): softmax is constant, so the exact dq and dk are 0, and
+// so is the same-precision baseline's error; the rule's bound then collapses to 2 ulp at
+// magnitude 0. The kernel's dS = dP - D subtracts two fp32 dot products of the same terms,
+// dO.V by the tensor cores and dO.O (= dO.V, since out = v) by the preprocess, summed in
+// different orders; each errs by at most d * 2^-24 * sum_i |dO_i V_i|. dq and dk are checked
+// against that bound (times scale * max|K| or max|Q|, and the dtype rounding of dS), dv under
+// the rule.
+TEST(CudaBackwardSeqlen1, GradientsOfAConstantSoftmax) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const AttentionShape shapes[] = {{2, 1, 1, 4, 4, 64, false}, {1, 1, 1, 2, 2, 32, true}};
+  for (const AttentionShape& s : shapes) {
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      AttentionTensors t(s, dtype, Layout::kContiguous, 13);
+      fill_forward_outputs(t);
+      BackwardRun run(t);
+      const Status status = run.run(t, /*deterministic=*/false);
+      ASSERT_TRUE(status.ok()) << status.message();
+
+      const BackwardParams params = t.backward_params(Backend::kCpuReference);
+      detail::AttentionProblem problem;
+      ASSERT_TRUE(detail::validate_backward(params, &problem).ok());
+      std::vector<double> ref_dq, ref_dk, ref_dv;
+      ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
+      const BaselineBackward base =
+          baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+      const Comparison dv = compare_to_reference("dv", dtype, 3.0, t.dv.values(), base.dv, ref_dv);
+      EXPECT_TRUE(dv.ok) << shape_name(s) << ": " << dv.message;
+
+      const std::vector<double> dout = t.dout.values(), v = t.v.values(), q = t.q.values(), k = t.k.values();
+      double max_dot = 0.0, max_q = 0.0, max_k = 0.0;
+      for (size_t row = 0; row < dout.size() / s.head_dim; ++row) {
+        double dot = 0.0;  // rows of dout and v pair up: one query and one key per (batch, head)
+        for (std::int64_t d = 0; d < s.head_dim; ++d) dot += std::abs(dout[row * s.head_dim + d] * v[row * s.head_dim + d]);
+        max_dot = std::max(max_dot, dot);
+      }
+      for (double x : q) max_q = std::max(max_q, std::abs(x));
+      for (double x : k) max_k = std::max(max_k, std::abs(x));
+      const double ds_bound = 2.0 * s.head_dim * std::ldexp(1.0, -24) * max_dot * (1.0 + std::ldexp(1.0, -7));
+      const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+      for (const auto& [name, got, other_max] : {std::tuple{"dq", &t.dq, max_k}, {"dk", &t.dk, max_q}}) {
+        const double bound = scale * ds_bound * other_max;
+        const double allowed = bound + ulp_at(dtype, bound);
+        for (double x : got->values()) {
+          ASSERT_TRUE(std::abs(x) <= allowed) << shape_name(s) << ": " << name << " = " << x << ", exact 0, allowed "
+                                              << allowed;
+        }
+      }
+    }
+  }
+}
+
+std::vector<unsigned char> bytes_of(const HostTensor& t) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel()) * sizeof(double));
+  const std::vector<double> values = t.values();
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// Deterministic mode: three runs give bit-identical dq, dk, dv, and they are correct. The shapes
+// make the kernel loop over several key blocks per CTA (batch * heads_kv small) and sum dK/dV
+// over a GQA group.
+TEST(CudaBackwardDeterministic, BitIdenticalOverRepeatedRuns) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const AttentionShape shapes[] = {{1, 1000, 1000, 8, 2, 64, true}, {1, 700, 2500, 2, 1, 128, false}};
+  for (const AttentionShape& s : shapes) {
+    AttentionTensors t(s, DType::kBFloat16, Layout::kContiguous, 21);
+    fill_forward_outputs(t);
+    BackwardRun run(t);
+    std::vector<unsigned char> first[3];
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const Status status = run.run(t, /*deterministic=*/true);
+      ASSERT_TRUE(status.ok()) << status.message();
+      const std::vector<unsigned char> now[3] = {bytes_of(t.dq), bytes_of(t.dk), bytes_of(t.dv)};
+      for (int g = 0; g < 3; ++g) {
+        if (repeat == 0) {
+          first[g] = now[g];
+        } else {
+          EXPECT_TRUE(now[g] == first[g]) << shape_name(s) << ": gradient " << "qkv"[g] << " changed in run "
+                                          << repeat + 1;
+        }
+      }
+    }
+    expect_gradients_match_reference(t);
+  }
+}
+
+// A caller-provided workspace of backward_workspace_size() bytes gives the same (deterministic)
+// gradients as the library's own allocation; a smaller one is refused, naming the argument.
+TEST(CudaBackwardWorkspace, CallerWorkspaceMatchesOwnAllocation) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  AttentionTensors t({2, 200, 300, 4, 2, 64, true}, DType::kFloat16, Layout::kContiguous, 5);
+  fill_forward_outputs(t);
+  BackwardRun run(t);
+  ASSERT_TRUE(run.run(t, /*deterministic=*/true).ok());
+  const std::vector<unsigned char> own[3] = {bytes_of(t.dq), bytes_of(t.dk), bytes_of(t.dv)};
+
+  BackwardParams params = run.dev.backward_params();
+  params.causal = true;
+  params.deterministic = true;
+  std::size_t bytes = 0;
+  ASSERT_TRUE(backward_workspace_size(params, &bytes).ok());
+  ASSERT_GT(bytes, 0u);
+  void* workspace = nullptr;
+  ASSERT_EQ(cudaMalloc(&workspace, bytes), cudaSuccess);
+  const Status status = run.run(t, /*deterministic=*/true, nullptr, workspace, bytes);
+  EXPECT_TRUE(status.ok()) << status.message();
+  const std::vector<unsigned char> given[3] = {bytes_of(t.dq), bytes_of(t.dk), bytes_of(t.dv)};
+  for (int g = 0; g < 3; ++g) EXPECT_TRUE(given[g] == own[g]) << "gradient " << "qkv"[g];
+
+  const Status small = run.run(t, /*deterministic=*/true, nullptr, workspace, bytes - 1);
+  EXPECT_EQ(small.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(small.message().find("workspace"), std::string::npos) << small.message();
+  cudaFree(workspace);
+}
+
+// The kernels run on the stream they are given.
+TEST(CudaBackwardStream, RunsOnTheGivenStream) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  AttentionTensors t({2, 300, 300, 4, 2, 64, true}, DType::kBFloat16, Layout::kContiguous, 7);
+  fill_forward_outputs(t);
+  BackwardRun run(t);
+  const Status status = run.run(t, /*deterministic=*/false, stream);
+  ASSERT_TRUE(status.ok()) << status.message();
+  expect_gradients_match_reference(t);
+  cudaStreamDestroy(stream);
+}
+
+// A small grid for compute-sanitizer (memcheck, racecheck): ragged tiles, causal, GQA, strides,
+// single-buffered Q/dO (d=256), both modes.
+TEST(CudaBackwardSanitize, SmallGrid) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const AttentionShape shapes[] = {{1, 77, 130, 4, 2, 64, true}, {1, 130, 77, 2, 1, 128, true},
+                                   {1, 65, 65, 2, 2, 256, false}, {2, 17, 17, 2, 2, 40, false}};
+  for (const AttentionShape& s : shapes) {
+    for (bool deterministic : {false, true}) {
+      AttentionTensors t(s, DType::kFloat16, Layout::kPaddedAligned, 11);
+      fill_forward_outputs(t);
+      BackwardRun run(t);
+      const Status status = run.run(t, deterministic);
+      ASSERT_TRUE(status.ok()) << status.message();
+      expect_gradients_match_reference(t);
+    }
+  }
+}
+
+TEST(CudaBackwardErrors, RejectsWhatTheKernelsCannotRun) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  AttentionTensors t({1, 16, 16, 2, 2, 36, false}, DType::kFloat16, Layout::kContiguous, 3);
+  DeviceAttentionTensors dev(t);
+  Status status = backward(dev.backward_params());
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(status.message().find("head_dim"), std::string::npos) << status.message();
+
+  // Rows that are not 16-byte aligned (tests/common's padding of 3 elements) are refused by name.
+  AttentionTensors padded({1, 16, 16, 2, 2, 64, false}, DType::kFloat16, Layout::kPadded, 4);
+  DeviceAttentionTensors dev_padded(padded);
+  status = backward(dev_padded.backward_params());
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(status.message().find("aligned"), std::string::npos) << status.message();
+
+  // A host pointer tagged as CUDA memory is refused before any kernel touches it.
+  AttentionTensors h({1, 16, 16, 2, 2, 64, false}, DType::kFloat16, Layout::kContiguous, 5);
+  DeviceAttentionTensors dev64(h);
+  BackwardParams params = dev64.backward_params();
+  params.dk.data = h.dk.view().data;
+  status = backward(params);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("dk"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace flashcore::testing
