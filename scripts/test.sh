@@ -12,4 +12,7 @@ preset="${FLASHCORE_PRESET:-$default_preset}"
 cmake --preset "$preset"
 cmake --build --preset "$preset"
 ctest --preset "$preset"
+if ! bash scripts/have_gpu.sh; then
+  echo "test: the gpu.* tests were skipped: no NVIDIA GPU on this machine (run scripts/device.sh on one)"
+fi
 bash scripts/python_tests.sh

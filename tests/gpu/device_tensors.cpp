@@ -80,7 +80,7 @@ void DeviceMirror::download_into(HostTensor& host) const {
 
 DeviceAttentionTensors::DeviceAttentionTensors(const AttentionTensors& host)
     : q(host.q), k(host.k), v(host.v), dout(host.dout), out(host.out), lse(host.lse), dq(host.dq), dk(host.dk),
-      dv(host.dv) {
+      dv(host.dv), causal(host.shape.causal) {
   q.upload(host.q);
   k.upload(host.k);
   v.upload(host.v);
@@ -94,6 +94,7 @@ ForwardParams DeviceAttentionTensors::forward_params() const {
   p.v = v.view();
   p.out = out.view();
   p.lse = lse.view();
+  p.causal = causal;
   return p;
 }
 
@@ -108,6 +109,7 @@ BackwardParams DeviceAttentionTensors::backward_params() const {
   p.dq = dq.view();
   p.dk = dk.view();
   p.dv = dv.view();
+  p.causal = causal;
   return p;
 }
 

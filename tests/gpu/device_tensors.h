@@ -39,7 +39,8 @@ class DeviceMirror {
   void* device_ = nullptr;
 };
 
-// Device mirrors of every tensor of an AttentionTensors, inputs uploaded, outputs poisoned.
+// Device mirrors of every tensor of an AttentionTensors, inputs uploaded, outputs poisoned; the
+// params it makes carry the host shape's causal flag (the scale is left to its default).
 struct DeviceAttentionTensors {
   explicit DeviceAttentionTensors(const AttentionTensors& host);
   ForwardParams forward_params() const;
@@ -49,6 +50,7 @@ struct DeviceAttentionTensors {
   void download_backward_outputs(AttentionTensors& host) const;  // dq, dk, dv
 
   DeviceMirror q, k, v, dout, out, lse, dq, dk, dv;
+  bool causal;  // the host shape's, carried into the params
 };
 
 }  // namespace flashcore::testing
