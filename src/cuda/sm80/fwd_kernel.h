@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});  // shapes only
 
   // Global -> shared copies, with identity tensors giving each element's (row, col) for predicates.
-  typename Traits::GmemTiledCopyQKV gmem_tiled_copy;
+  typename Traits::GmemTiledCopyLoad gmem_tiled_copy;
   auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tid);
   Tensor tQgQ = gmem_thr_copy.partition_S(gQ);  // (CPY, CPY_M, CPY_K)
   Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
@@ -167,13 +167,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   softmax.finalize(acc_o, params.softmax_scale, lse);
   Tensor rO = convert_fragment<Element>(acc_o);
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});  // (kBlockM, kHeadDim)
-  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
+  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
   auto smem_thr_copy_o = smem_copy_o.get_thread_slice(tid);
   __syncthreads();  // every warp is done reading Q from smem before O overwrites it
   copy(smem_copy_o, smem_thr_copy_o.retile_S(rO), smem_thr_copy_o.partition_D(sO));
   __syncthreads();
 
-  typename Traits::GmemTiledCopyO gmem_tiled_copy_o;
+  typename Traits::GmemTiledCopyStore gmem_tiled_copy_o;
   auto gmem_thr_copy_o = gmem_tiled_copy_o.get_thread_slice(tid);
   Tensor tOsO = gmem_thr_copy_o.partition_S(sO);  // (CPY, CPY_M, CPY_K)
   Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
