@@ -79,7 +79,6 @@ struct BackwardRun {
              std::size_t workspace_bytes = 0) {
     for (DeviceMirror* m : {&dev.dq, &dev.dk, &dev.dv}) m->poison();
     BackwardParams params = dev.backward_params();
-    params.causal = t.shape.causal;
     params.deterministic = deterministic;
     params.stream = stream;
     params.workspace = workspace;

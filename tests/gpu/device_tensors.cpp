@@ -80,7 +80,8 @@ void DeviceMirror::download_into(HostTensor& host) const {
 
 DeviceAttentionTensors::DeviceAttentionTensors(const AttentionTensors& host)
     : q(host.q), k(host.k), v(host.v), dout(host.dout), out(host.out), lse(host.lse), dq(host.dq), dk(host.dk),
-      dv(host.dv), causal(host.shape.causal) {
+      dv(host.dv), host_forward_(host.forward_params(Backend::kCuda)),
+      host_backward_(host.backward_params(Backend::kCuda)) {
   q.upload(host.q);
   k.upload(host.k);
   v.upload(host.v);
@@ -88,18 +89,17 @@ DeviceAttentionTensors::DeviceAttentionTensors(const AttentionTensors& host)
 }
 
 ForwardParams DeviceAttentionTensors::forward_params() const {
-  ForwardParams p;
+  ForwardParams p = host_forward_;
   p.q = q.view();
   p.k = k.view();
   p.v = v.view();
   p.out = out.view();
   p.lse = lse.view();
-  p.causal = causal;
   return p;
 }
 
 BackwardParams DeviceAttentionTensors::backward_params() const {
-  BackwardParams p;
+  BackwardParams p = host_backward_;
   p.q = q.view();
   p.k = k.view();
   p.v = v.view();
@@ -109,7 +109,6 @@ BackwardParams DeviceAttentionTensors::backward_params() const {
   p.dq = dq.view();
   p.dk = dk.view();
   p.dv = dv.view();
-  p.causal = causal;
   return p;
 }
 

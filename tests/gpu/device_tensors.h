@@ -39,8 +39,8 @@ class DeviceMirror {
   void* device_ = nullptr;
 };
 
-// Device mirrors of every tensor of an AttentionTensors, inputs uploaded, outputs poisoned; the
-// params it makes carry the host shape's causal flag (the scale is left to its default).
+// Device mirrors of every tensor of an AttentionTensors, inputs uploaded, outputs poisoned. Its
+// params are the host tensors' params (causal, scale) with every view moved to the device.
 struct DeviceAttentionTensors {
   explicit DeviceAttentionTensors(const AttentionTensors& host);
   ForwardParams forward_params() const;
@@ -50,7 +50,10 @@ struct DeviceAttentionTensors {
   void download_backward_outputs(AttentionTensors& host) const;  // dq, dk, dv
 
   DeviceMirror q, k, v, dout, out, lse, dq, dk, dv;
-  bool causal;  // the host shape's, carried into the params
+
+ private:
+  ForwardParams host_forward_;
+  BackwardParams host_backward_;
 };
 
 }  // namespace flashcore::testing
