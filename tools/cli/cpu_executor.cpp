@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "cpu/flash_tile.h"
-#include "cpu/parallel_for.h"
+#include "api/problem.h"
+#include "cpu/cpu_backend.h"
 #include "flashcore/attention.h"
 #include "return_if_error.h"
 #include "runner.h"
@@ -14,29 +14,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The CPU flash backend's scratch, from its tile sizes (src/cpu/flash_tile.h) and the tiles each
-// worker holds (src/cpu/flash_forward.cpp, flash_backward.cpp): a few (block, head_dim) operand
-// tiles, (kBlockM, kBlockN) score tiles and per-row statistics; backward adds one float per query
-// row (rowsum(dO * O)). O(block x head_dim) per thread, O(seqlen) in all: never seqlen^2.
-std::size_t flash_scratch_bytes(const Shape& s, bool backward, int threads) {
-  using cpu::kBlockM;
-  using cpu::kBlockN;
-  const std::int64_t d = s.head_dim;
-  const std::int64_t m_blocks = cpu::ceil_div(s.seqlen_q, kBlockM);
-  std::int64_t floats_per_worker = 0;
-  std::int64_t shared_floats = 0;
-  std::int64_t tasks = s.batch * s.heads_q * m_blocks;
-  if (!backward) {
-    // q, kᵀ, v, acc tiles; the score tile; running max and sum per row.
-    floats_per_worker = 4 * kBlockM * d + kBlockM * kBlockN + 2 * kBlockM;
-  } else {
-    // q, dO, k, kᵀ, vᵀ, dK, dV, dQ tiles; S/P and dP/dS tiles; LSE and delta per row.
-    floats_per_worker = 8 * kBlockM * d + 2 * kBlockM * kBlockN + 2 * kBlockM;
-    shared_floats = s.batch * s.heads_q * s.seqlen_q;
-    tasks = std::max(tasks, s.batch * s.heads_kv * cpu::ceil_div(s.seqlen_k, kBlockN));
-  }
-  const int workers = cpu::worker_count(threads, tasks);
-  return static_cast<std::size_t>(floats_per_worker * workers + shared_floats) * sizeof(float);
+// The CPU flash backend's own account of its scratch memory for this shape (src/cpu/cpu_backend.h).
+std::size_t flash_scratch_bytes(const Shape& s, DType dtype, bool backward, int threads) {
+  detail::AttentionProblem problem;
+  problem.batch = s.batch;
+  problem.seqlen_q = s.seqlen_q;
+  problem.seqlen_k = s.seqlen_k;
+  problem.heads_q = s.heads_q;
+  problem.heads_kv = s.heads_kv;
+  problem.head_dim = s.head_dim;
+  problem.dtype = dtype;
+  problem.causal = s.causal;
+  return backward ? cpu::flash_backward_scratch_bytes(problem, threads)
+                  : cpu::flash_forward_scratch_bytes(problem, threads);
 }
 
 class CpuExecutor final : public Executor {
@@ -130,8 +120,8 @@ class CpuExecutor final : public Executor {
     if (backend_ == Backend::kCpuReference) {
       return {std::nullopt, "not estimated for the float64 reference (it holds float64 copies of every tensor)"};
     }
-    return {flash_scratch_bytes(job_.shape, job_.backward, job_.threads),
-            "estimated from the CPU backend's per-thread tile sizes"};
+    return {flash_scratch_bytes(job_.shape, job_.dtype, job_.backward, job_.threads),
+            "the CPU backend's per-thread tiles, as it reports them"};
   }
 
  private:
