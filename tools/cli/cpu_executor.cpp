@@ -6,7 +6,7 @@
 #include "api/problem.h"
 #include "cpu/cpu_backend.h"
 #include "flashcore/attention.h"
-#include "return_if_error.h"
+#include "api/return_if_error.h"
 #include "runner.h"
 
 namespace flashcore::cli {

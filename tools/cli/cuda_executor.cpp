@@ -2,7 +2,7 @@
 // usable device that --device auto relies on.
 #include "cuda_executor_base.h"
 #include "flashcore/attention.h"
-#include "return_if_error.h"
+#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 namespace {
@@ -13,11 +13,11 @@ class CudaExecutor final : public CudaExecutorBase {
 
   // Buffers first; then the backward's workspace, whose size depends on the views.
   Status prepare() {
-    FLASHCORE_CLI_RETURN_IF_ERROR(init());
+    FLASHCORE_RETURN_IF_ERROR(init());
     if (!job_.backward) return Status::Ok();
     std::size_t bytes = 0;
-    FLASHCORE_CLI_RETURN_IF_ERROR(backward_workspace_size(backward_params(), &bytes));
-    if (bytes > 0) FLASHCORE_CLI_RETURN_IF_ERROR(workspace_.allocate(bytes, "backward workspace"));
+    FLASHCORE_RETURN_IF_ERROR(backward_workspace_size(backward_params(), &bytes));
+    if (bytes > 0) FLASHCORE_RETURN_IF_ERROR(workspace_.allocate(bytes, "backward workspace"));
     extra_workspace_ = bytes;
     return Status::Ok();
   }
@@ -89,7 +89,7 @@ std::string cuda_device_name() {
 
 Status make_cuda_executor(const Job& job, std::unique_ptr<Executor>* executor) {
   auto cuda = std::make_unique<CudaExecutor>(job);
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda->prepare());
+  FLASHCORE_RETURN_IF_ERROR(cuda->prepare());
   *executor = std::move(cuda);
   return Status::Ok();
 }

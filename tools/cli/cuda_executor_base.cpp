@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "return_if_error.h"
+#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 
@@ -17,13 +17,13 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 Status DeviceBuffer::allocate(std::size_t bytes, const char* name) {
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaMalloc(&data_, bytes), (std::string("cudaMalloc ") + name).c_str()));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaMalloc(&data_, bytes), (std::string("cudaMalloc ") + name).c_str()));
   bytes_ = bytes;
   return Status::Ok();
 }
 
 Status DeviceBuffer::upload(const std::vector<std::byte>& host, const char* name) {
-  FLASHCORE_CLI_RETURN_IF_ERROR(allocate(host.size(), name));
+  FLASHCORE_RETURN_IF_ERROR(allocate(host.size(), name));
   return cuda_status(cudaMemcpy(data_, host.data(), host.size(), cudaMemcpyHostToDevice),
                      (std::string("cudaMemcpy ") + name).c_str());
 }
@@ -38,24 +38,24 @@ Status CudaExecutorBase::init() {
   const Shape& s = job_.shape;
   const HostInputs& in = *job_.inputs;
   const std::size_t element_bytes = dtype_size(element_);
-  FLASHCORE_CLI_RETURN_IF_ERROR(q_.upload(encode(in.q, element_), "q"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(k_.upload(encode(in.k, element_), "k"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(v_.upload(encode(in.v, element_), "v"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(out_.allocate(s.q_elements() * element_bytes, "out"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(lse_.allocate(s.lse_elements() * sizeof(float), "lse"));
+  FLASHCORE_RETURN_IF_ERROR(q_.upload(encode(in.q, element_), "q"));
+  FLASHCORE_RETURN_IF_ERROR(k_.upload(encode(in.k, element_), "k"));
+  FLASHCORE_RETURN_IF_ERROR(v_.upload(encode(in.v, element_), "v"));
+  FLASHCORE_RETURN_IF_ERROR(out_.allocate(s.q_elements() * element_bytes, "out"));
+  FLASHCORE_RETURN_IF_ERROR(lse_.allocate(s.lse_elements() * sizeof(float), "lse"));
   if (job_.backward) {
-    FLASHCORE_CLI_RETURN_IF_ERROR(dout_.upload(encode(in.dout, element_), "dout"));
-    FLASHCORE_CLI_RETURN_IF_ERROR(dq_.allocate(s.q_elements() * element_bytes, "dq"));
-    FLASHCORE_CLI_RETURN_IF_ERROR(dk_.allocate(s.kv_elements() * element_bytes, "dk"));
-    FLASHCORE_CLI_RETURN_IF_ERROR(dv_.allocate(s.kv_elements() * element_bytes, "dv"));
+    FLASHCORE_RETURN_IF_ERROR(dout_.upload(encode(in.dout, element_), "dout"));
+    FLASHCORE_RETURN_IF_ERROR(dq_.allocate(s.q_elements() * element_bytes, "dq"));
+    FLASHCORE_RETURN_IF_ERROR(dk_.allocate(s.kv_elements() * element_bytes, "dk"));
+    FLASHCORE_RETURN_IF_ERROR(dv_.allocate(s.kv_elements() * element_bytes, "dv"));
   }
   for (cudaEvent_t* event : {&start_, &forward_end_, &end_}) {
-    FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaEventCreate(event), "cudaEventCreate"));
+    FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaEventCreate(event), "cudaEventCreate"));
   }
   int device = 0;
   cudaMemPool_t pool = nullptr;
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool"));
   // Writing 0 resets the high-water mark to what is in use now.
   std::uint64_t zero = 0;
   return cuda_status(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), "cudaMemPoolSetAttribute");
@@ -67,7 +67,7 @@ Status CudaExecutorBase::poison_outputs() {
   // All-ones bytes are NaN in fp16, bf16 and fp32 alike.
   for (DeviceBuffer* buffer : {&out_, &lse_, &dq_, &dk_, &dv_}) {
     if (buffer->data() != nullptr) {
-      FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaMemset(buffer->data(), 0xFF, buffer->bytes()), "cudaMemset (poison)"));
+      FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaMemset(buffer->data(), 0xFF, buffer->bytes()), "cudaMemset (poison)"));
     }
   }
   return Status::Ok();
@@ -76,17 +76,17 @@ Status CudaExecutorBase::poison_outputs() {
 Status CudaExecutorBase::read_outputs(HostOutputs* o) {
   auto read = [](const DeviceBuffer& buffer, DType dtype, std::vector<double>* values) {
     std::vector<std::byte> host(buffer.bytes());
-    FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaMemcpy(host.data(), buffer.data(), host.size(), cudaMemcpyDeviceToHost),
+    FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaMemcpy(host.data(), buffer.data(), host.size(), cudaMemcpyDeviceToHost),
                                     "cudaMemcpy (read back)"));
     *values = decode(host.data(), dtype, static_cast<std::int64_t>(host.size() / dtype_size(dtype)));
     return Status::Ok();
   };
-  FLASHCORE_CLI_RETURN_IF_ERROR(read(out_, element_, &o->out));
-  FLASHCORE_CLI_RETURN_IF_ERROR(read(lse_, DType::kFloat32, &o->lse));
+  FLASHCORE_RETURN_IF_ERROR(read(out_, element_, &o->out));
+  FLASHCORE_RETURN_IF_ERROR(read(lse_, DType::kFloat32, &o->lse));
   if (job_.backward) {
-    FLASHCORE_CLI_RETURN_IF_ERROR(read(dq_, element_, &o->dq));
-    FLASHCORE_CLI_RETURN_IF_ERROR(read(dk_, element_, &o->dk));
-    FLASHCORE_CLI_RETURN_IF_ERROR(read(dv_, element_, &o->dv));
+    FLASHCORE_RETURN_IF_ERROR(read(dq_, element_, &o->dq));
+    FLASHCORE_RETURN_IF_ERROR(read(dk_, element_, &o->dk));
+    FLASHCORE_RETURN_IF_ERROR(read(dv_, element_, &o->dv));
   }
   return Status::Ok();
 }
@@ -98,12 +98,12 @@ Status CudaExecutorBase::end_forward() {
 }
 
 Status CudaExecutorBase::end_pass(double* forward_ms, double* total_ms) {
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaEventRecord(end_, nullptr), "cudaEventRecord"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(end_), "cudaEventSynchronize"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaEventRecord(end_, nullptr), "cudaEventRecord"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(end_), "cudaEventSynchronize"));
   float forward = 0.0f;
   float total = 0.0f;
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&forward, start_, forward_end_), "cudaEventElapsedTime"));
-  FLASHCORE_CLI_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&total, start_, end_), "cudaEventElapsedTime"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&forward, start_, forward_end_), "cudaEventElapsedTime"));
+  FLASHCORE_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&total, start_, end_), "cudaEventElapsedTime"));
   *forward_ms = forward;
   *total_ms = total;
   return Status::Ok();

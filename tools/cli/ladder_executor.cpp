@@ -5,7 +5,7 @@
 // already rounded to --dtype, are re-encoded to it, which is exact for a float32 rung.
 #include "cuda_executor_base.h"
 #include "ladder.h"
-#include "return_if_error.h"
+#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 namespace {
@@ -85,7 +85,7 @@ Status make_ladder_executor(const std::string& name, const Job& job, std::unique
   const ladder::Rung* rung = ladder::find_rung(name);
   if (rung == nullptr) return Status::InvalidArgument("--impl " + name + ": no such ladder rung");
   auto ladder_executor = std::make_unique<LadderExecutor>(*rung, job);
-  FLASHCORE_CLI_RETURN_IF_ERROR(ladder_executor->prepare());
+  FLASHCORE_RETURN_IF_ERROR(ladder_executor->prepare());
   *element_type = rung->dtype;
   *executor = std::move(ladder_executor);
   return Status::Ok();

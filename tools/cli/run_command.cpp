@@ -9,7 +9,7 @@
 #include "check.h"
 #include "flashcore/flashcore.h"
 #include "report.h"
-#include "return_if_error.h"
+#include "api/return_if_error.h"
 #include "run_loop.h"
 #include "runner.h"
 #include "stats.h"
@@ -95,7 +95,7 @@ Status run_and_check(const Options& o, bool on_cuda, Report* report) {
   job.threads = o.threads;
   job.inputs = &inputs;
   std::unique_ptr<Executor> executor;
-  FLASHCORE_CLI_RETURN_IF_ERROR(make_executor(o, on_cuda, job, &executor, &report->element));
+  FLASHCORE_RETURN_IF_ERROR(make_executor(o, on_cuda, job, &executor, &report->element));
 
   RunPlan plan;
   plan.backward = o.backward;
@@ -103,7 +103,7 @@ Status run_and_check(const Options& o, bool on_cuda, Report* report) {
   plan.repeats = report->repeats;
   plan.read_outputs = o.check;
   RunRecord record;
-  FLASHCORE_CLI_RETURN_IF_ERROR(run_loop(*executor, plan, &record));
+  FLASHCORE_RETURN_IF_ERROR(run_loop(*executor, plan, &record));
 
   summarize_timings(record, o.backward, report);
   report->extra_memory_bytes = record.memory.extra_bytes;
