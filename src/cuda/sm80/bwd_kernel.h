@@ -9,8 +9,9 @@
 //                P  = exp2(S scale log2e - LSE log2e), masked entries 0   (recomputed, not stored)
 //                dS = P (dP - D)
 //                P, dS -> smem                the next products read them transposed
-//                dV += Pᵀ dO, dK += dSᵀ Q     fp32 accumulators live across the whole loop
+//                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
 //                dQ_partial = dS K  -> fp32 atomics into the workspace (converted at the end)
+//                dK += dSᵀ Q                  while the atomics drain
 //              while the next Q, dO and their rows' LSE and D load (double-buffered; d=256
 //              single-buffers them and loads during dQ).
 //   epilogue   dK * scale, dV through smem to 16-byte global stores (rows past seqlen_k skipped).
@@ -31,6 +32,8 @@ namespace flashcore::cuda::sm80 {
 
 // acc (fp32 accumulator fragment) added element-wise into global fp32 memory partitioned alike.
 // Neighbouring accumulator elements are neighbouring columns, so sm90 adds them as one float2.
+// Measured on the H100 (docs/tuning/backward.md, v4): scalar reductions are 15-17% slower, and
+// 16-byte ones (after a lane shuffle to gather 4 columns) 4-6% slower than the float2 form.
 template <class Acc, class Dst>
 __forceinline__ __device__ void atomic_add_fragment(Acc const& acc, Dst& dst) {
   using namespace cute;
@@ -272,24 +275,36 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
 
       gemm_smem_smem(tiled_mma_dkv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_qdot.partition_S(sdOt_at(stage)),
                      smem_copy_pdst, smem_copy_qdot, tid);
-      gemm_smem_smem(tiled_mma_dkv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_qdot.partition_S(sQt_at(stage)),
-                     smem_copy_pdst, smem_copy_qdot, tid);
+      auto dk_product = [&] {
+        gemm_smem_smem(tiled_mma_dkv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_qdot.partition_S(sQt_at(stage)),
+                       smem_copy_pdst, smem_copy_qdot, tid);
+      };
+      auto dq_product = [&] {
+        Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
+        clear(acc_dq);
+        gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
+        const std::int64_t dq_row0 = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + m0;
+        Tensor gdQaccum = make_tensor(make_gmem_ptr(dq_accum + dq_row0 * kHeadDim),
+                                      Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kHeadDim>, _1>{});
+        Tensor tdQgdQaccum = thr_mma_dq.partition_C(gdQaccum);  // (MMA, MMA_M, MMA_d)
+        atomic_add_fragment(acc_dq, tdQgdQaccum);
+      };
       if constexpr (kStages == 1) {
+        // Q and dO have one buffer: finish reading Q (dK) first, then load the next block
+        // during dQ, which reads only dS and K.
+        dk_product();
         if (it + 1 < n_iters) {
           __syncthreads();  // every warp is done reading Q and dO
           load_q_do(next_head, next_m_block, 0);
           cp_async_fence();
         }
+        dq_product();
+      } else {
+        // dQ first: its reductions drain through the memory pipe while the dK products run,
+        // instead of queueing in front of the next iteration's loads (+1-4%, tuning log v4).
+        dq_product();
+        dk_product();
       }
-
-      Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
-      clear(acc_dq);
-      gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
-      const std::int64_t dq_row0 = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + m0;
-      Tensor gdQaccum = make_tensor(make_gmem_ptr(dq_accum + dq_row0 * kHeadDim),
-                                    Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kHeadDim>, _1>{});
-      Tensor tdQgdQaccum = thr_mma_dq.partition_C(gdQaccum);  // (MMA, MMA_M, MMA_d)
-      atomic_add_fragment(acc_dq, tdQgdQaccum);
       head = next_head;
       m_block = next_m_block;
     }

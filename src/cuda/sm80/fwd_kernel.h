@@ -85,11 +85,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
   Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
 
+  constexpr int kStagesKV = Traits::kStagesKV;
+  constexpr int kKVElems = Traits::kSmemKVBytes / int(sizeof(Element));
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
-  Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
-  Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
-  Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});                        // (kHeadDim, kBlockN)
-  Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});  // shapes only
+  Element* smem_k = sQ.data().get() + size(sQ);
+  Element* smem_v = smem_k + kStagesKV * kKVElems;
+  auto sK_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_k + stage * kKVElems), typename Traits::SmemLayoutKV{}); };
+  auto sV_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_v + stage * kKVElems), typename Traits::SmemLayoutKV{}); };
+  auto sVt_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_v + stage * kKVElems), typename Traits::SmemLayoutVt{}); };
+  Tensor sK = sK_at(0);
+  Tensor sVtNoSwizzle = make_tensor(smem_v, typename Traits::SmemLayoutVtNoSwizzle{});  // shapes only
 
   // Global -> shared copies, with identity tensors giving each element's (row, col) for predicates.
   typename Traits::GmemTiledCopyLoad gmem_tiled_copy;
@@ -97,9 +102,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   Tensor tQgQ = gmem_thr_copy.partition_S(gQ);  // (CPY, CPY_M, CPY_K)
   Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
   Tensor tKgK = gmem_thr_copy.partition_S(gK);  // (CPY, CPY_N, CPY_K, n)
-  Tensor tKsK = gmem_thr_copy.partition_D(sK);
+  auto tKsK_at = [&](int stage) { return gmem_thr_copy.partition_D(sK_at(stage)); };
   Tensor tVgV = gmem_thr_copy.partition_S(gV);  // (CPY, CPY_N, CPY_K, n)
-  Tensor tVsV = gmem_thr_copy.partition_D(sV);
+  auto tVsV_at = [&](int stage) { return gmem_thr_copy.partition_D(sV_at(stage)); };
   Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   Tensor tKVcKV = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
 
@@ -116,16 +121,29 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto smem_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_copy_v = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
   Tensor tSsQ = smem_copy_q.get_thread_slice(tid).partition_S(sQ);
-  Tensor tSsK = smem_copy_k.get_thread_slice(tid).partition_S(sK);
-  Tensor tOsVt = smem_copy_v.get_thread_slice(tid).partition_S(sVt);
+  auto smem_thr_copy_k = smem_copy_k.get_thread_slice(tid);
+  auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tid);
 
-  // Prologue.
+  auto load_k = [&](int n, int stage) {
+    copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, params.seqlen_k - n * kBlockN,
+                               params.head_dim);
+  };
+  auto load_v = [&](int n, int stage) {
+    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, params.seqlen_k - n * kBlockN,
+                               params.head_dim);
+  };
+
+  // Prologue: Q with the first K block; with two K/V buffers the first V block too, as its own
+  // cp.async group so the first Q Kᵀ waits for Q and K only.
   const int rows_q = params.seqlen_q - m0;
   copy_tile_predicated<true>(gmem_tiled_copy, tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
   int n_block = n_block_end - 1;
-  copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV,
-                             params.seqlen_k - n_block * kBlockN, params.head_dim);
+  load_k(n_block, 0);
   cp_async_fence();
+  if constexpr (kStagesKV == 2) {
+    load_v(n_block, 0);
+    cp_async_fence();
+  }
 
   constexpr int kRows = decltype(size<0>(accumulator_as_rows_cols(acc_o.layout())))::value;
   OnlineSoftmax<kRows> softmax;
@@ -133,31 +151,49 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Mainloop. One key block; kMasked is a compile-time tag so the unmasked blocks (all but the
   // one or two that straddle the diagonal or seqlen_k) carry no mask code at all.
+  //   one K/V buffer:  V[n] loads during Q K[n]ᵀ, K[n-1] during softmax and P V[n];
+  //   two K/V buffers: K[n-1] and V[n-1] load into the other buffers during the whole iteration.
+  // cp.async groups are committed even when empty (the last block) so the wait counts stay fixed.
+  int stage = 0;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
-    cp_async_wait<0>();
-    __syncthreads();  // K[n] (and Q) are in smem; every warp is done reading the previous V
-    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n), tVsV, tKVcKV, params.seqlen_k - n * kBlockN,
-                               params.head_dim);
-    cp_async_fence();
+    if constexpr (kStagesKV == 2) {
+      cp_async_wait<1>();  // K[n] (and Q) landed; V[n] may still be in flight
+      __syncthreads();     // ... for every thread; every warp is done with the other K buffer
+      if (n > 0) load_k(n - 1, stage ^ 1);
+      cp_async_fence();
+    } else {
+      cp_async_wait<0>();
+      __syncthreads();  // K[n] (and Q) are in smem; every warp is done reading the previous V
+      load_v(n, 0);
+      cp_async_fence();
+    }
 
-    gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, smem_copy_q, smem_copy_k, tid);
+    gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
+                   smem_copy_k, tid);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
-    cp_async_wait<0>();
-    __syncthreads();  // V[n] is in smem; every warp is done reading K[n]
-    if (n > 0) {
-      copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n - 1), tKsK, tKVcKV,
-                                 params.seqlen_k - (n - 1) * kBlockN, params.head_dim);
+    if constexpr (kStagesKV == 2) {
+      cp_async_wait<1>();  // V[n] landed; K[n-1] may still be in flight
+      __syncthreads();     // ... for every thread; every warp is done with the other V buffer
+      if (n > 0) load_v(n - 1, stage ^ 1);
       cp_async_fence();
+    } else {
+      cp_async_wait<0>();
+      __syncthreads();  // V[n] is in smem; every warp is done reading K[n]
+      if (n > 0) {
+        load_k(n - 1, 0);
+        cp_async_fence();
+      }
     }
 
     softmax.update(acc_s, acc_o, params.scale_log2);
     Tensor rP = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
-    gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, smem_copy_v, tid);
+    gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, smem_thr_copy_v.partition_S(sVt_at(stage)), smem_copy_v, tid);
+    if constexpr (kStagesKV == 2) stage ^= 1;
   };
   for (; n_block >= n_block_unmasked; --n_block) process_key_block(n_block, std::true_type{});
   for (; n_block >= 0; --n_block) process_key_block(n_block, std::false_type{});

@@ -25,11 +25,15 @@ Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
   return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm80 forward kernel");
 }
 
+template <typename Element, int kHeadDim, bool kIsCausal>
+using FwdTraitsFor = FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCausal).block_m,
+                               fwd_tile_size(kHeadDim, kIsCausal).block_n, fwd_tile_size(kHeadDim, kIsCausal).warps,
+                               fwd_tile_size(kHeadDim, kIsCausal).kv_stages>;
+
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  constexpr FwdTileSize kTile = fwd_tile_size(kHeadDim);
-  using Traits = FwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps>;
-  return params.causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true>(params, stream)
+                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80

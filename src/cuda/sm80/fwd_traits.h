@@ -8,7 +8,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kStagesKV_ = 1>
 struct FwdTraits : OperandTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   using Base = OperandTraits<Element_, kHeadDim_, kNWarps_ * 32>;
   using typename Base::Element;
@@ -19,6 +19,10 @@ struct FwdTraits : OperandTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = Base::kNThreads;
+  // K and V buffers each: 2 lets the next key block's K and V load during a whole iteration
+  // (see fwd_kernel.h); 1 overlaps each load with half an iteration only.
+  static constexpr int kStagesKV = kStagesKV_;
+  static_assert(kStagesKV == 1 || kStagesKV == 2);
   static_assert(kBlockM % (16 * kNWarps) == 0, "each warp owns whole 16-row MMA tiles");
 
   // Warps are stacked along M so that each query row's scores live in one warp (the softmax
@@ -35,7 +39,7 @@ struct FwdTraits : OperandTraits<Element_, kHeadDim_, kNWarps_ * 32> {
 
   static constexpr int kSmemQBytes = cute::cosize_v<SmemLayoutQ> * sizeof(Element);
   static constexpr int kSmemKVBytes = cute::cosize_v<SmemLayoutKV> * sizeof(Element);
-  static constexpr int kSmemBytes = kSmemQBytes + 2 * kSmemKVBytes;  // Q, K, V; O reuses Q's tile
+  static constexpr int kSmemBytes = kSmemQBytes + 2 * kStagesKV * kSmemKVBytes;  // Q, K[], V[]; O reuses Q's tile
 };
 
 }  // namespace flashcore::cuda::sm80
