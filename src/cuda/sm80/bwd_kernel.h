@@ -179,10 +179,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_head_stride + row0 * params.do_row_stride),
                              Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_row_stride, _1{}));
     const int rows_left = params.seqlen_q - m_block * kBlockM;
-    copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)),
-                               tQcQ, rows_left, params.head_dim);
-    copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gdO),
-                               gmem_thr_copy.partition_D(sdO_at(stage)), tQcQ, rows_left, params.head_dim);
+    cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)), tQcQ, rows_left,
+                            params.head_dim);
+    cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gdO), gmem_thr_copy.partition_D(sdO_at(stage)), tQcQ, rows_left,
+                            params.head_dim);
   };
 
   // Deterministic mode loops over several key blocks (one dq_accum slice per CTA); otherwise the
@@ -202,10 +202,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                               Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_row_stride, _1{}));
       Tensor gV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
                               Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_row_stride, _1{}));
-      copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gK), gmem_thr_copy.partition_D(sK), tKVcKV,
-                                 rows_k, params.head_dim);
-      copy_tile_predicated<true>(gmem_tiled_copy, gmem_thr_copy.partition_S(gV), gmem_thr_copy.partition_D(sV), tKVcKV,
-                                 rows_k, params.head_dim);
+      cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gK), gmem_thr_copy.partition_D(sK), tKVcKV, rows_k,
+                              params.head_dim);
+      cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gV), gmem_thr_copy.partition_D(sV), tKVcKV, rows_k,
+                              params.head_dim);
     }
     if (n_iters > 0) load_q_do(kv_head * params.group_size, m_block_min, 0);
     cp_async_fence();
@@ -339,8 +339,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
     copy(gmem_tiled_copy_store, tdKsdK, tdKrdK);
     copy(gmem_tiled_copy_store, tdVsdV, tdVrdV);
-    copy_tile_predicated<false>(gmem_tiled_copy_store, tdKrdK, tdKgdK, tdKVcdKV, rows_k, params.head_dim);
-    copy_tile_predicated<false>(gmem_tiled_copy_store, tdVrdV, tdVgdV, tdKVcdKV, rows_k, params.head_dim);
+    copy_tile_predicated(gmem_tiled_copy_store, tdKrdK, tdKgdK, tdKVcdKV, rows_k, params.head_dim);
+    copy_tile_predicated(gmem_tiled_copy_store, tdVrdV, tdVgdV, tdKVcdKV, rows_k, params.head_dim);
   }
 }
 

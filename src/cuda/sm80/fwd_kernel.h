@@ -125,18 +125,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tid);
 
   auto load_k = [&](int n, int stage) {
-    copy_tile_predicated<true>(gmem_tiled_copy, tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, params.seqlen_k - n * kBlockN,
-                               params.head_dim);
+    cp_async_tile_zero_fill(tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
   };
   auto load_v = [&](int n, int stage) {
-    copy_tile_predicated<true>(gmem_tiled_copy, tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, params.seqlen_k - n * kBlockN,
-                               params.head_dim);
+    cp_async_tile_zero_fill(tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
   };
 
   // Prologue: Q with the first K block; with two K/V buffers the first V block too, as its own
   // cp.async group so the first Q Kᵀ waits for Q and K only.
   const int rows_q = params.seqlen_q - m0;
-  copy_tile_predicated<true>(gmem_tiled_copy, tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
+  cp_async_tile_zero_fill(tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
   int n_block = n_block_end - 1;
   load_k(n_block, 0);
   cp_async_fence();
@@ -216,7 +214,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   Tensor tOrO = make_tensor<Element>(shape(tOgO));
   copy(gmem_tiled_copy_o, tOsO, tOrO);
   Tensor tOcO = gmem_thr_copy_o.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  copy_tile_predicated<false>(gmem_tiled_copy_o, tOrO, tOgO, tOcO, rows_q, params.head_dim);
+  copy_tile_predicated(gmem_tiled_copy_o, tOrO, tOgO, tOcO, rows_q, params.head_dim);
 
   if (params.lse != nullptr) {
     // Lanes of a quad hold the same rows; the one holding column 0 writes.
