@@ -8,7 +8,7 @@
 #   sanitize   compute-sanitizer memcheck + racecheck on the GPU tests named *Sanitize*
 #   python     the Python package's tests on CUDA tensors, against the library just built
 #   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run; profile: Nsight
-#              Compute on flashcore's kernels. COMMIT=<sha> names the commit when there is no .git.
+#              Compute on flashcore's kernels. COMMIT=<sha> names the commit (it wins over a .git, which a copied tree may carry stale).
 #   FILTER=... narrows the GPU tests of `test` (a gtest filter); PRESET=default builds sm_80 too.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

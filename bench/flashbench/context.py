@@ -42,17 +42,18 @@ def nvidia_smi(uuid=None):
 
 
 def commit_info(explicit=None):
-    """The commit the code came from. The device's copy of the tree may have no .git, so an explicit
-    value, then git, then $FLASHCORE_COMMIT / $COMMIT, then a COMMIT file at the repository root."""
+    """The commit the code came from: an explicit value, then $FLASHCORE_COMMIT / $COMMIT, then git,
+    then a COMMIT file at the repository root. The environment wins over git because the device's
+    copy of the tree may carry a stale .git (seen 2026-11-22: HEAD of an older commit, reported dirty)."""
     if explicit:
         return {"commit": explicit, "commit_source": "option"}
+    for var in ("FLASHCORE_COMMIT", "COMMIT"):
+        if os.environ.get(var):
+            return {"commit": os.environ[var].strip(), "commit_source": f"env {var}"}
     out, _ = _run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT)
     if out:
         status, _ = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT)
         return {"commit": out.strip(), "commit_source": "git", "dirty": bool(status and status.strip())}
-    for var in ("FLASHCORE_COMMIT", "COMMIT"):
-        if os.environ.get(var):
-            return {"commit": os.environ[var].strip(), "commit_source": f"env {var}"}
     path = os.path.join(REPO_ROOT, "COMMIT")
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:

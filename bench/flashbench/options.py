@@ -40,7 +40,7 @@ def parser():
                      help="combined: one grid PNG per pass; panels: one PNG per head dim x mask x pass "
                           "(default: combined with --flat, else both)")
     out.add_argument("--plot-dtype", default="bf16")
-    out.add_argument("--commit", help="commit to record (default: git, then $FLASHCORE_COMMIT/$COMMIT, then ./COMMIT)")
+    out.add_argument("--commit", help="commit to record (default: $FLASHCORE_COMMIT/$COMMIT, then git, then ./COMMIT)")
     sweep = p.add_argument_group("sweep (defaults: the full sweep, or --quick's subset)")
     sweep.add_argument("--impls", type=_str_list, help=f"subset of {','.join(plan.SWEEP_IMPLS)}")
     sweep.add_argument("--dtypes", type=_str_list)
