@@ -25,6 +25,7 @@
 #include "cuda/common/copy.h"
 #include "cuda/common/fragment.h"
 #include "cuda/common/gemm.h"
+#include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_mask.h"
 #include "cuda/sm80/bwd_params.h"
 
@@ -47,14 +48,6 @@ __forceinline__ __device__ void atomic_add_fragment(Acc const& acc, Dst& dst) {
   CUTE_UNROLL
   for (int i = 0; i < size(acc); ++i) atomicAdd(&dst(i), acc(i));
 #endif
-}
-
-// 2^x with one MUFU.EX2 (exp2f adds a denormal-range fix-up around it). Inputs here are
-// s * scale_log2 - lse_log2 <= about 0, and -inf for rows without keys, where ex2 gives +0.
-__forceinline__ __device__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 template <class Traits, bool kIsCausal>
@@ -253,6 +246,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           const float row_dsum = dsum[row];
           CUTE_UNROLL
           for (int c = 0; c < kCols; ++c) {
+            // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
             float p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
             if constexpr (decltype(masked)::value) {
               if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
