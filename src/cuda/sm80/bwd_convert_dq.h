@@ -1,49 +1,72 @@
 // The backward's last pass: dQ = softmax_scale * (sum of the dq_accum slices, in slice order),
-// rounded to the output dtype. The main kernel accumulates dQ unscaled (dS K), in fp32.
+// rounded to the output dtype. The main kernel accumulates dQ unscaled (dS K), in fp32, in the
+// fragment-ordered tile layout of bwd_dq_accum.h; this pass reads each tile back with the same
+// MMA partition, then writes rows through shared memory as 16-byte stores.
 #pragma once
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/copy.h"
+#include "cuda/common/fragment.h"
+#include "cuda/sm80/bwd_dq_accum.h"
 #include "cuda/sm80/bwd_params.h"
 
 namespace flashcore::cuda::sm80 {
 
-inline constexpr int kConvertThreads = 256;
-inline constexpr int kConvertRowsPerCta = 32;
+// Grid: (ceil(seqlen_q / kBlockM), heads_q, batch), Traits::kNThreads threads: one CTA per query
+// block, each thread owning the values its namesake thread of the main kernel added.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  __shared__ __align__(128) Element smem_dq[cosize_v<typename Traits::SmemLayoutQdO>];
 
-// Grid: (ceil(seqlen_q / kConvertRowsPerCta), heads_q, batch). Each thread converts 8 columns of
-// a row at a time: two 16-byte loads per slice, one 16-byte store.
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
-  constexpr int kVec = 8;
+  const int tid = threadIdx.x;
+  const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
-  const int row0 = blockIdx.x * kConvertRowsPerCta;
-  const int rows = min(kConvertRowsPerCta, params.seqlen_q - row0);
-  const int vecs_per_row = params.head_dim / kVec;  // head_dim % 8 == 0 is checked by the caller
-  const float* accum = params.dq_accum +
-                       ((static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded + row0) *
-                           kHeadDim;
-  auto* dq = static_cast<Element*>(params.dq) + batch * params.dq_batch_stride + head * params.dq_head_stride;
 
-  for (int i = threadIdx.x; i < rows * vecs_per_row; i += kConvertThreads) {
-    const int row = i / vecs_per_row;
-    const int col = (i % vecs_per_row) * kVec;
-    float sum[kVec] = {};
-    for (int split = 0; split < params.num_splits; ++split) {
-      const float4* src = reinterpret_cast<const float4*>(accum + split * params.dq_accum_split_stride +
-                                                          row * kHeadDim + col);
-      const float4 lo = src[0];
-      const float4 hi = src[1];
-      sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
-      sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
-    }
-    uint4 out_raw;
-    auto* out = reinterpret_cast<Element*>(&out_raw);
+  typename Traits::TiledMmadQ tiled_mma_dq;
+  Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
+  constexpr int kFragElems = decltype(size(acc_dq))::value;
+  clear(acc_dq);
+  const float* tile =
+      params.dq_accum +
+      ((static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded + m_block * kBlockM) *
+          kHeadDim;
+  for (int split = 0; split < params.num_splits; ++split) {
+    const float* slice_tile = tile + split * params.dq_accum_split_stride;
     CUTE_UNROLL
-    for (int j = 0; j < kVec; ++j) out[j] = static_cast<Element>(sum[j] * params.softmax_scale);
-    *reinterpret_cast<uint4*>(dq + (row0 + row) * params.dq_row_stride + col) = out_raw;
+    for (int i = 0; i < kFragElems; i += kDqAccumVec) {
+      const float4 v = *reinterpret_cast<const float4*>(slice_tile + dq_accum_offset<kFragElems>(tid / 32, tid % 32, i));
+      acc_dq(i) += v.x, acc_dq(i + 1) += v.y, acc_dq(i + 2) += v.z, acc_dq(i + 3) += v.w;
+    }
   }
+  CUTE_UNROLL
+  for (int i = 0; i < kFragElems; ++i) acc_dq(i) *= params.softmax_scale;
+  Tensor rdQ = convert_fragment<Element>(acc_dq);
+
+  // Fragments -> smem (kBlockM, kHeadDim) -> 16-byte row stores, rows past seqlen_q skipped.
+  Tensor sdQ = make_tensor(make_smem_ptr(smem_dq), typename Traits::SmemLayoutQdO{});  // (kBlockM, kHeadDim)
+  auto smem_copy_dq = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_dq);
+  auto smem_thr_copy_dq = smem_copy_dq.get_thread_slice(tid);
+  copy(smem_copy_dq, smem_thr_copy_dq.retile_S(rdQ), smem_thr_copy_dq.partition_D(sdQ));
+  __syncthreads();
+
+  const int m0 = m_block * kBlockM;
+  Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_batch_stride +
+                                         head * params.dq_head_stride + m0 * params.dq_row_stride),
+                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_row_stride, _1{}));
+  typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
+  auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
+  Tensor tdQsdQ = gmem_thr_copy_store.partition_S(sdQ);  // (CPY, CPY_M, CPY_d)
+  Tensor tdQgdQ = gmem_thr_copy_store.partition_D(gdQ);
+  Tensor tdQcdQ = gmem_thr_copy_store.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor tdQrdQ = make_tensor<Element>(shape(tdQgdQ));
+  copy(gmem_tiled_copy_store, tdQsdQ, tdQrdQ);
+  copy_tile_predicated(gmem_tiled_copy_store, tdQrdQ, tdQgdQ, tdQcdQ, params.seqlen_q - m0, params.head_dim);
 }
 
 }  // namespace flashcore::cuda::sm80

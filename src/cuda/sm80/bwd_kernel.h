@@ -10,7 +10,8 @@
 //                dS = P (dP - D)
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
-//                dQ_partial = dS K  -> fp32 atomics into the workspace (converted at the end)
+//                dQ_partial = dS K  -> added into the fp32 workspace (sm90: per-warp bulk
+//                                      reduce-add from smem; sm80: atomics), converted at the end
 //                dK += dSᵀ Q                  while the atomics drain
 //              while the next Q, dO and their rows' LSE and D load (double-buffered; d=256
 //              single-buffers them and loads during dQ).
@@ -26,29 +27,11 @@
 #include "cuda/common/fragment.h"
 #include "cuda/common/gemm.h"
 #include "cuda/common/softmax.h"  // fast_exp2
+#include "cuda/sm80/bwd_dq_accum.h"
 #include "cuda/sm80/bwd_mask.h"
 #include "cuda/sm80/bwd_params.h"
 
 namespace flashcore::cuda::sm80 {
-
-// acc (fp32 accumulator fragment) added element-wise into global fp32 memory partitioned alike.
-// Neighbouring accumulator elements are neighbouring columns, so sm90 adds them as one float2.
-// Measured on the H100 (docs/tuning/backward.md, v4): scalar reductions are 15-17% slower, and
-// 16-byte ones (after a lane shuffle to gather 4 columns) 4-6% slower than the float2 form.
-template <class Acc, class Dst>
-__forceinline__ __device__ void atomic_add_fragment(Acc const& acc, Dst& dst) {
-  using namespace cute;
-  static_assert(decltype(size(acc))::value % 2 == 0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc); i += 2) {
-    atomicAdd(reinterpret_cast<float2*>(&dst(i)), make_float2(acc(i), acc(i + 1)));
-  }
-#else
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc); ++i) atomicAdd(&dst(i), acc(i));
-#endif
-}
 
 template <class Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams params) {
@@ -62,6 +45,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
 
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
   const int kv_head = blockIdx.y;
   const int batch = blockIdx.z;
   const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
@@ -71,7 +56,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
 
   // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
   // rows (fp32, kBlockM each, kStages buffers), loaded with Q so no register holds them across
-  // the products.
+  // the products; on sm90 then the dQ staging runs (kBlockM x kHeadDim fp32, one run per warp).
   Element* smem_q = reinterpret_cast<Element*>(smem);
   Element* smem_do = smem_q + kStages * kQdOElems;
   Element* smem_k = smem_do + kStages * kQdOElems;
@@ -80,6 +65,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   Element* smem_ds = smem_p + Traits::kSmemPdSElems;
   float* smem_lse = reinterpret_cast<float*>(smem_ds + Traits::kSmemPdSElems);
   float* smem_dsum = smem_lse + kStages * kBlockM;
+  float* smem_dq_stage = smem_dsum + kStages * kBlockM;
   auto sQ_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_q + stage * kQdOElems), typename Traits::SmemLayoutQdO{}); };
   auto sdO_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_do + stage * kQdOElems), typename Traits::SmemLayoutQdO{}); };
   auto sQt_at = [&](int stage) { return make_tensor(make_smem_ptr(smem_q + stage * kQdOElems), typename Traits::SmemLayoutQdOt{}); };
@@ -278,10 +264,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         clear(acc_dq);
         gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
         const std::int64_t dq_row0 = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + m0;
-        Tensor gdQaccum = make_tensor(make_gmem_ptr(dq_accum + dq_row0 * kHeadDim),
-                                      Shape<Int<kBlockM>, Int<kHeadDim>>{}, Stride<Int<kHeadDim>, _1>{});
-        Tensor tdQgdQaccum = thr_mma_dq.partition_C(gdQaccum);  // (MMA, MMA_M, MMA_d)
-        atomic_add_fragment(acc_dq, tdQgdQaccum);
+        constexpr int kWarpElems = decltype(size(acc_dq))::value * 32;
+        add_dq_partial(acc_dq, dq_accum + dq_row0 * kHeadDim, smem_dq_stage + warp * kWarpElems, warp, lane);
       };
       if constexpr (kStages == 1) {
         // Q and dO have one buffer: finish reading Q (dK) first, then load the next block
@@ -294,8 +278,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         }
         dq_product();
       } else {
-        // dQ first: its reductions drain through the memory pipe while the dK products run,
-        // instead of queueing in front of the next iteration's loads (+1-4%, tuning log v4).
+        // dQ first: its reductions drain while the dK products run, instead of queueing in
+        // front of the next iteration's loads (+1-4% with atomics, tuning log v4).
         dq_product();
         dk_product();
       }
@@ -304,6 +288,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     }
 
     // Epilogue: dK (times the softmax scale) and dV through K's and V's smem tiles.
+    drain_dq_partials(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
     CUTE_UNROLL

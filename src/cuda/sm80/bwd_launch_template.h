@@ -17,16 +17,15 @@
 namespace flashcore::cuda::sm80 {
 
 template <class Traits, bool kIsCausal>
-Status launch_bwd_kernel(const BwdParams& params, cudaStream_t stream) {
+Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t stream) {
   auto kernel = &bwd_kernel<Traits, kIsCausal>;
-  constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSmemBytes > 48 * 1024) {
+  if (smem_bytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   }
   const int n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
   const dim3 grid(params.deterministic ? params.num_splits : n_blocks, params.heads_kv, params.batch);
-  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+  kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params);
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm80 backward kernel");
 }
 
@@ -39,11 +38,17 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
 
   int device = 0;
   int max_smem = 0;
+  int cc_major = 0;
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (max_smem < Traits::kSmemBytes) {
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  // The kernel's sm90 code stages dQ in shared memory (bwd_dq_accum.h). Sizing by the device, not
+  // by the code the driver picks, is safe both ways: sm80 code on an sm90 device leaves the extra
+  // bytes unused.
+  const int smem_bytes = cc_major >= 9 ? Traits::kSmemBytesSm90 : Traits::kSmemBytes;
+  if (max_smem < smem_bytes) {
     return Status::NotSupported("flashcore::backward: the sm80 backward kernel for head_dim " +
-                                std::to_string(params.head_dim) + " needs " + std::to_string(Traits::kSmemBytes) +
+                                std::to_string(params.head_dim) + " needs " + std::to_string(smem_bytes) +
                                 " bytes of shared memory per block; device " + std::to_string(device) +
                                 " offers " + std::to_string(max_smem));
   }
@@ -56,13 +61,12 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   bwd_preprocess_kernel<Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  const Status status = params.causal ? launch_bwd_kernel<Traits, true>(params, stream)
-                                      : launch_bwd_kernel<Traits, false>(params, stream);
+  const Status status = params.causal ? launch_bwd_kernel<Traits, true>(params, smem_bytes, stream)
+                                      : launch_bwd_kernel<Traits, false>(params, smem_bytes, stream);
   if (!status.ok()) return status;
 
-  const dim3 convert_grid((params.seqlen_q + kConvertRowsPerCta - 1) / kConvertRowsPerCta, params.heads_q,
-                          params.batch);
-  bwd_convert_dq_kernel<Element, kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
+  const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
+  bwd_convert_dq_kernel<Traits><<<convert_grid, Traits::kNThreads, 0, stream>>>(params);
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the dQ conversion kernel");
 }
 

@@ -73,6 +73,9 @@ struct BwdTraits : OperandTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   static constexpr int kSmemBytes =
       (2 * kStages * kSmemQdOElems + 2 * kSmemKVElems + 2 * kSmemPdSElems) * int(sizeof(Element)) +
       2 * kStages * kBlockM * int(sizeof(float));
+  // sm90 adds the dQ partials through shared memory (bwd_dq_accum.h): a kBlockM x kHeadDim fp32
+  // staging tile after the rest. sm90 has 227 KB a CTA, so every head dim fits (d=256: 209 KB).
+  static constexpr int kSmemBytesSm90 = kSmemBytes + kBlockM * kHeadDim * int(sizeof(float));
 };
 
 }  // namespace flashcore::cuda::sm80
