@@ -32,8 +32,10 @@ __forceinline__ __device__ int dq_accum_offset(int warp, int lane, int i) {
   return warp * (32 * kFragElems) + (i / kDqAccumVec) * (32 * kDqAccumVec) + lane * kDqAccumVec + i % kDqAccumVec;
 }
 
-// tile += this warp's dQ fragments. tile: the global tile; warp_stage: 32 * size(acc) floats of
-// shared memory owned by this warp, 16-byte aligned (unused on sm80).
+// tile += this warp's dQ fragments. tile: the tile in global memory; warp_stage: 32 * size(acc)
+// floats of shared memory owned by this warp, 16-byte aligned (unused on sm80). Issuing the bulk
+// copy right after the dQ product, not at the end of the iteration, measured 8-9% faster
+// (tuning log v6).
 template <class Acc>
 __forceinline__ __device__ void add_dq_partial(Acc const& acc, float* tile, float* warp_stage, int warp, int lane) {
   using namespace cute;
@@ -48,7 +50,7 @@ __forceinline__ __device__ void add_dq_partial(Acc const& acc, float* tile, floa
     *reinterpret_cast<float4*>(warp_stage + dq_accum_offset<kFragElems>(0, lane, i)) =
         make_float4(acc(i), acc(i + 1), acc(i + 2), acc(i + 3));
   }
-  fence_shared_to_async_proxy();
+  fence_shared_to_async_proxy();  // this lane's values are visible to the copy engine
   __syncwarp();
   if (lane == 0) {
     bulk_reduce_add(tile + warp * 32 * kFragElems, warp_stage, 32 * kFragElems * int(sizeof(float)));

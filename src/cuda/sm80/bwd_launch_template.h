@@ -29,11 +29,9 @@ Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t s
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm80 backward kernel");
 }
 
-template <typename Element, int kHeadDim>
-Status run_bwd(const BwdParams& params, cudaStream_t stream) {
-  constexpr BwdTileSize kTile = bwd_tile_size(kHeadDim);
-  using Traits = BwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.atom_m_sdp,
-                           kTile.atom_n_dkv, kTile.atom_m_dq, kTile.stages>;
+// The whole pass with one kernel configuration (run_bwd picks it; tuning harnesses try others).
+template <class Traits>
+Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   static_assert(kSeqlenQRounding % Traits::kBlockM == 0 && kSeqlenQRounding % kPreprocessRowsPerCta == 0);
 
   int device = 0;
@@ -58,7 +56,7 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(params.dq_accum, 0, dq_accum_bytes, stream));
 
   const dim3 preprocess_grid(params.seqlen_q_rounded / kPreprocessRowsPerCta, params.heads_q, params.batch);
-  bwd_preprocess_kernel<Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
+  bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
   const Status status = params.causal ? launch_bwd_kernel<Traits, true>(params, smem_bytes, stream)
@@ -68,6 +66,14 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
   bwd_convert_dq_kernel<Traits><<<convert_grid, Traits::kNThreads, 0, stream>>>(params);
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the dQ conversion kernel");
+}
+
+template <typename Element, int kHeadDim>
+Status run_bwd(const BwdParams& params, cudaStream_t stream) {
+  constexpr BwdTileSize kTile = bwd_tile_size(kHeadDim);
+  using Traits = BwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.atom_m_sdp,
+                           kTile.atom_n_dkv, kTile.atom_m_dq, kTile.stages>;
+  return run_bwd_with_traits<Traits>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80
