@@ -32,7 +32,8 @@ struct BwdParams {
   //   lse_log2 (batch, heads_q, seqlen_q_rounded): lse * log2(e); +inf for rows that see no key
   //            and for padding rows, so that exp2(s - lse_log2) is exactly 0 there.
   //   dsum     (batch, heads_q, seqlen_q_rounded): D = rowsum(dO * O), 0 in padding rows.
-  //   dq_accum (num_splits, batch, heads_q, seqlen_q_rounded, head_dim_rounded): dQ / scale.
+  //   dq_accum (num_splits, batch, heads_q, seqlen_q_rounded, head_dim_rounded): dQ / scale; each
+  //            kBlockM-row tile in the dQ MMA's fragment order (bwd_dq_accum.h), not row-major.
   float* lse_log2;
   float* dsum;
   float* dq_accum;
