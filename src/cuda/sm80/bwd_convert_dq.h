@@ -32,10 +32,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
   Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
   constexpr int kFragElems = decltype(size(acc_dq))::value;
   clear(acc_dq);
-  const float* tile =
-      params.dq_accum +
-      ((static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded + m_block * kBlockM) *
-          kHeadDim;
+  const float* tile = params.dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m_block * kBlockM);
   for (int split = 0; split < params.num_splits; ++split) {
     const float* slice_tile = tile + split * params.dq_accum_split_stride;
     CUTE_UNROLL

@@ -17,47 +17,63 @@
 //   sm80: fp32 atomics per value, same addresses.
 #pragma once
 
+#include <cstdint>
+
 #include <cute/tensor.hpp>
 
 #include "cuda/common/bulk_reduce.h"
+#include "cuda/sm80/bwd_params.h"
 
 namespace flashcore::cuda::sm80 {
 
 inline constexpr int kDqAccumVec = 4;  // fp32 values per 16-byte vector
 
+// Start of the tile of (batch, query head, query block starting at row m0) in one dq_accum slice.
+template <int kHeadDim>
+__forceinline__ __device__ std::int64_t dq_accum_tile_offset(const BwdParams& params, int batch, int head, int m0) {
+  return ((static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded + m0) * kHeadDim;
+}
+
+// Offset of fragment value i of `lane` inside its warp's run of 32 * kFragElems values.
+template <int kFragElems>
+__forceinline__ __device__ int dq_accum_offset_in_run(int lane, int i) {
+  static_assert(kFragElems % kDqAccumVec == 0);
+  return (i / kDqAccumVec) * (32 * kDqAccumVec) + lane * kDqAccumVec + i % kDqAccumVec;
+}
+
 // Offset inside a tile of fragment value i of (warp, lane), for fragments of kFragElems values.
 template <int kFragElems>
 __forceinline__ __device__ int dq_accum_offset(int warp, int lane, int i) {
-  static_assert(kFragElems % kDqAccumVec == 0);
-  return warp * (32 * kFragElems) + (i / kDqAccumVec) * (32 * kDqAccumVec) + lane * kDqAccumVec + i % kDqAccumVec;
+  return warp * (32 * kFragElems) + dq_accum_offset_in_run<kFragElems>(lane, i);
 }
 
-// tile += this warp's dQ fragments. tile: the tile in global memory; warp_stage: 32 * size(acc)
-// floats of shared memory owned by this warp, 16-byte aligned (unused on sm80). Issuing the bulk
-// copy right after the dQ product, not at the end of the iteration, measured 8-9% faster
-// (tuning log v6).
+// tile += this warp's dQ fragments. tile: the tile in global memory; stage: the CTA's staging
+// tile in shared memory (kNWarps runs of 32 * size(acc) floats, 16-byte aligned; unused on sm80).
+// Issuing the bulk copy right after the dQ product, not at the end of the iteration, measured
+// 8-9% faster (tuning log v6).
 template <class Acc>
-__forceinline__ __device__ void add_dq_partial(Acc const& acc, float* tile, float* warp_stage, int warp, int lane) {
+__forceinline__ __device__ void add_dq_partial(Acc const& acc, float* tile, float* stage, int warp, int lane) {
   using namespace cute;
   constexpr int kFragElems = decltype(size(acc))::value;
   static_assert(kFragElems % kDqAccumVec == 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kRunElems = 32 * kFragElems;
+  float* warp_stage = stage + warp * kRunElems;  // this warp's own run: no barrier beyond the warp
   if (lane == 0) bulk_wait_read<0>();  // the previous bulk copy is done reading warp_stage
   __syncwarp();
   CUTE_UNROLL
-  for (int j = 0; j < kFragElems / kDqAccumVec; ++j) {
-    const int i = j * kDqAccumVec;
-    *reinterpret_cast<float4*>(warp_stage + dq_accum_offset<kFragElems>(0, lane, i)) =
+  for (int i = 0; i < kFragElems; i += kDqAccumVec) {
+    *reinterpret_cast<float4*>(warp_stage + dq_accum_offset_in_run<kFragElems>(lane, i)) =
         make_float4(acc(i), acc(i + 1), acc(i + 2), acc(i + 3));
   }
   fence_shared_to_async_proxy();  // this lane's values are visible to the copy engine
   __syncwarp();
   if (lane == 0) {
-    bulk_reduce_add(tile + warp * 32 * kFragElems, warp_stage, 32 * kFragElems * int(sizeof(float)));
+    bulk_reduce_add(tile + warp * kRunElems, warp_stage, kRunElems * int(sizeof(float)));
     bulk_commit();
   }
 #else
-  (void)warp_stage;
+  (void)stage;
   CUTE_UNROLL
   for (int i = 0; i < kFragElems; ++i) atomicAdd(tile + dq_accum_offset<kFragElems>(warp, lane, i), acc(i));
 #endif

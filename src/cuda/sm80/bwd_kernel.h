@@ -12,7 +12,8 @@
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
 //                dQ_partial = dS K  -> added into the fp32 workspace (sm90: per-warp bulk
 //                                      reduce-add from smem; sm80: atomics), converted at the end
-//                dK += dSᵀ Q                  while the atomics drain
+//                dK += dSᵀ Q                  while the dQ partial drains
+//              (d <= 64 computes dQ first, before dV; the mainloop says why)
 //              while the next Q, dO and their rows' LSE and D load (double-buffered; d=256
 //              single-buffers them and loads during dQ).
 //   epilogue   dK * scale, dV through smem to 16-byte global stores (rows past seqlen_k skipped).
@@ -269,9 +270,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
         clear(acc_dq);
         gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
-        const std::int64_t dq_row0 = (static_cast<std::int64_t>(batch) * params.heads_q + head) * rows_per_head + m0;
-        constexpr int kWarpElems = decltype(size(acc_dq))::value * 32;
-        add_dq_partial(acc_dq, dq_accum + dq_row0 * kHeadDim, smem_dq_stage + warp * kWarpElems, warp, lane);
+        add_dq_partial(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
+                       lane);
       };
       if constexpr (kStages == 1) {
         dv_product();
