@@ -215,21 +215,27 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         }
       }
 
-      Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
-      Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
-      clear(acc_s);
-      clear(acc_dp);
-      gemm_smem_smem(tiled_mma_sdp, acc_s, tSrQ, tSrK, thr_copy_qdo.partition_S(sQ_at(stage)), tSsK, smem_copy_qdo,
-                     smem_copy_kv, tid);
-      gemm_smem_smem(tiled_mma_sdp, acc_dp, tdPrdO, tdPrV, thr_copy_qdo.partition_S(sdO_at(stage)), tdPsV,
-                     smem_copy_qdo, smem_copy_kv, tid);
+      // One (head, query block) pair; kMasked is a compile-time tag so that the tiles needing no
+      // mask (all but the ragged last key block and, causal, the diagonal) carry no mask code. The
+      // tag wraps the whole iteration, not just the elementwise step: around that step alone the
+      // compiler if-converts both versions into one predicated stream, and every iteration then
+      // issues the masked path's FSEL and a second FMUL per element (tuning log v7).
+      auto process_query_block = [&](auto masked_tag) {
+        constexpr bool kMasked = decltype(masked_tag)::value;
+        Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
+        Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
+        clear(acc_s);
+        clear(acc_dp);
+        gemm_smem_smem(tiled_mma_sdp, acc_s, tSrQ, tSrK, thr_copy_qdo.partition_S(sQ_at(stage)), tSsK, smem_copy_qdo,
+                       smem_copy_kv, tid);
+        gemm_smem_smem(tiled_mma_sdp, acc_dp, tdPrdO, tdPrV, thr_copy_qdo.partition_S(sdO_at(stage)), tdPsV,
+                       smem_copy_qdo, smem_copy_kv, tid);
 
-      // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
-      Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
-      Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
-      const float* lse_log2 = smem_lse + stage * kBlockM;
-      const float* dsum = smem_dsum + stage * kBlockM;
-      auto probabilities_and_dscores = [&](auto masked) {
+        // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
+        Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
+        Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
+        const float* lse_log2 = smem_lse + stage * kBlockM;
+        const float* dsum = smem_dsum + stage * kBlockM;
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           const int row = get<0>(tScS_rc(r, 0));
@@ -239,62 +245,62 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           for (int c = 0; c < kCols; ++c) {
             // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
             float p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
-            if constexpr (decltype(masked)::value) {
+            if constexpr (kMasked) {
               if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
             }
             scores(r, c) = p;
             dp(r, c) = p * (dp(r, c) - row_dsum);
           }
         }
+        Tensor rP = convert_fragment<Element>(acc_s);
+        Tensor rdS = convert_fragment<Element>(acc_dp);
+        copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rP), tPsP);
+        copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rdS), tdSsdS);
+        __syncthreads();  // P and dS visible to every warp
+
+        auto dv_product = [&] {
+          gemm_smem_smem(tiled_mma_dkv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_qdot.partition_S(sdOt_at(stage)),
+                         smem_copy_pdst, smem_copy_qdot, tid);
+        };
+        auto dk_product = [&] {
+          gemm_smem_smem(tiled_mma_dkv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_qdot.partition_S(sQt_at(stage)),
+                         smem_copy_pdst, smem_copy_qdot, tid);
+        };
+        auto dq_product = [&] {
+          Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
+          clear(acc_dq);
+          gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
+          add_dq_partial(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
+                         lane);
+        };
+        if constexpr (kStages == 1) {
+          dv_product();
+          // Q and dO have one buffer: finish reading Q (dK) first, then load the next block
+          // during dQ, which reads only dS and K.
+          dk_product();
+          if (it + 1 < n_iters) {
+            __syncthreads();  // every warp is done reading Q and dO
+            load_q_do(next_head, next_m_block, 0);
+            cp_async_fence();
+          }
+          dq_product();
+        } else {
+          // dQ before dK: its partial drains while dK runs (tuning log v4, v6). At d <= 64 dQ also
+          // goes before dV (+1-4% there, -1-2% at d = 128; v6).
+          if constexpr (kHeadDim <= 64) {
+            dq_product();
+            dv_product();
+          } else {
+            dv_product();
+            dq_product();
+          }
+          dk_product();
+        }
       };
       if (mask.tile_needs_mask(m0, n0, kBlockN)) {
-        probabilities_and_dscores(cute::true_type{});
+        process_query_block(cute::true_type{});
       } else {
-        probabilities_and_dscores(cute::false_type{});
-      }
-      Tensor rP = convert_fragment<Element>(acc_s);
-      Tensor rdS = convert_fragment<Element>(acc_dp);
-      copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rP), tPsP);
-      copy(smem_copy_pds, smem_thr_copy_pds.retile_S(rdS), tdSsdS);
-      __syncthreads();  // P and dS visible to every warp
-
-      auto dv_product = [&] {
-        gemm_smem_smem(tiled_mma_dkv, acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_qdot.partition_S(sdOt_at(stage)),
-                       smem_copy_pdst, smem_copy_qdot, tid);
-      };
-      auto dk_product = [&] {
-        gemm_smem_smem(tiled_mma_dkv, acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_qdot.partition_S(sQt_at(stage)),
-                       smem_copy_pdst, smem_copy_qdot, tid);
-      };
-      auto dq_product = [&] {
-        Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
-        clear(acc_dq);
-        gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
-        add_dq_partial(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
-                       lane);
-      };
-      if constexpr (kStages == 1) {
-        dv_product();
-        // Q and dO have one buffer: finish reading Q (dK) first, then load the next block
-        // during dQ, which reads only dS and K.
-        dk_product();
-        if (it + 1 < n_iters) {
-          __syncthreads();  // every warp is done reading Q and dO
-          load_q_do(next_head, next_m_block, 0);
-          cp_async_fence();
-        }
-        dq_product();
-      } else {
-        // dQ before dK: its partial drains while dK runs (tuning log v4, v6). At d <= 64 dQ also
-        // goes before dV (+1-4% there, -1-2% at d = 128; v6).
-        if constexpr (kHeadDim <= 64) {
-          dq_product();
-          dv_product();
-        } else {
-          dv_product();
-          dq_product();
-        }
-        dk_product();
+        process_query_block(cute::false_type{});
       }
       head = next_head;
       m_block = next_m_block;
