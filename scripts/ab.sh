@@ -15,7 +15,9 @@
 #   AB_HEAD_DIMS  instantiations to build, default "64;128"; AB_DTYPES default "bf16"
 #   AB_SHAPES     "d:seqlen:causal ..." (causal 0/1), default d64 and d128 at 4k, 8k, 16k, both masks;
 #                 batch x seqlen = 16k tokens and heads x d = 2048, as the benchmark's sweep
-#   AB_ROUNDS     alternations per shape (default 3), each the CLI's own warm-up + 20 repeats
+#   AB_ROUNDS     alternations per shape (default 3), each the CLI's own warm-up + 20 repeats; the
+#                 default grid took ~7 minutes on the H100 (most of it the CLI's host-side set-up
+#                 at 16k tokens), so trim AB_SHAPES or AB_ROUNDS to fit a call
 #   AB_CARRY      .carry (CuTe headers) location, default .carry
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +31,7 @@ rounds="${AB_ROUNDS:-3}"
 carry="$(cd "${AB_CARRY:-.carry}" && pwd)"
 shapes="${AB_SHAPES:-64:4096:0 64:8192:0 64:16384:0 64:4096:1 64:16384:1 128:4096:0 128:8192:0 128:16384:0 128:4096:1 128:16384:1}"
 out="${OUT:-$root/build/device-out}"
+mkdir -p "$root/build"
 mkdir -p "$out"
 
 build() {  # build <source tree> <build dir>
@@ -40,8 +43,8 @@ build() {  # build <source tree> <build dir>
 start=$(date +%s)
 build "$root" "$root/build/ab-new" & new_pid=$!
 build "$base" "$root/build/ab-base" & base_pid=$!
-wait $new_pid || { echo "ab: build of this tree failed"; tail -30 "$root/build/ab-new.build.log" "$root/build/ab-new.configure.log"; exit 1; }
-wait $base_pid || { echo "ab: build of the base tree failed"; tail -30 "$root/build/ab-base.build.log"; exit 1; }
+wait $new_pid || { echo "ab: build of this tree failed"; tail -n 30 "$root/build/ab-new.build.log" "$root/build/ab-new.configure.log"; exit 1; }
+wait $base_pid || { echo "ab: build of the base tree failed"; tail -n 30 "$root/build/ab-base.build.log"; exit 1; }
 echo "ab: both builds in $(( $(date +%s) - start )) s"
 
 backward_flag=""
@@ -70,7 +73,7 @@ def tflops(run):
     if pass_ == "bwd":
         return 2.5 * fwd / (run["ms_backward"] * 1e-3) / 1e12
     return fwd / (run["ms_forward"] * 1e-3) / 1e12
-print(f"ab: {pass_} TFLOP/s, median over rounds (base = {sys.argv[1]})")
+print(f"ab: {pass_} TFLOP/s, median over rounds of base (the tree given) and new (this tree)")
 print(f"{'d':>4} {'seqlen':>7} {'causal':>6} {'base':>8} {'new':>8} {'new/base':>9}")
 for shape in dict.fromkeys(r["shape"] for r in rows):
     med = {side: statistics.median(tflops(r["run"]) for r in rows if r["shape"] == shape and r["side"] == side)
