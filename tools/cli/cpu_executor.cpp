@@ -73,6 +73,7 @@ class CpuExecutor final : public Executor {
     p.dv = kv_view(dv_.data());
     p.softmax_scale = softmax_scale(job_.shape);
     p.causal = job_.shape.causal;
+    p.deterministic = job_.deterministic;
     p.backend = backend_;
     p.num_threads = job_.threads;
     return flashcore::backward(p);

@@ -51,6 +51,7 @@ class CudaExecutor final : public CudaExecutorBase {
     p.dv = kv_view(dv_);
     p.softmax_scale = softmax_scale(job_.shape);
     p.causal = job_.shape.causal;
+    p.deterministic = job_.deterministic;
     p.backend = Backend::kCuda;
     p.workspace = workspace_.data();
     p.workspace_bytes = workspace_.bytes();

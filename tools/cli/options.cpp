@@ -94,6 +94,7 @@ bool parse_switch(std::string_view flag, Options* o) {
   bool* target = nullptr;
   if (flag == "--causal") target = &o->causal;
   if (flag == "--backward") target = &o->backward;
+  if (flag == "--deterministic") target = &o->deterministic;
   if (flag == "--check") target = &o->check;
   if (flag == "--json") target = &o->json;
   if (target != nullptr) *target = true;
@@ -157,6 +158,10 @@ bool parse_options(int argc, const char* const* argv, Options* o, bool* help, st
     *error = "the shape is too large: a tensor of more than 2^36 elements";
     return false;
   }
+  if (o->deterministic && !o->backward) {
+    *error = "--deterministic: applies to the backward pass; add --backward";
+    return false;
+  }
   if (o->heads_q % o->heads_kv != 0) {
     *error = "--heads (" + std::to_string(o->heads_q) + ") must be a multiple of --heads-kv (" +
              std::to_string(o->heads_kv) + ")";
@@ -172,7 +177,7 @@ std::string usage() {
   std::string text =
       "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
-      "                     [--impl " + impls + "] [--check] [--json]\n"
+      "                     [--deterministic] [--impl " + impls + "] [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
       "  Runs attention on seeded random Q, K, V (B, S, H, D layout) and prints the median and p90 time\n"
       "  over --repeats runs after --warmup runs (CPU default 3 after 1, CUDA 50 after 10; --repeats 0\n"
@@ -180,6 +185,9 @@ std::string usage() {
       "  --check     compares out, lse (and dq, dk, dv with --backward) with a float64 reference;\n"
       "              exit 1 when an error is above its bound\n"
       "  --json      one JSON object on stdout instead of the text report\n"
+      "  --deterministic  with --backward: bit-identical gradients run after run (CUDA: one dQ\n"
+      "              accumulator slice per key-block column, summed in a fixed order; the CPU\n"
+      "              backend always is)\n"
       "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
       "  --impl      flashcore (default) | reference (the float64 CPU oracle, rounded to --dtype)\n";
   if (!rungs.empty()) text += "              | a teaching-ladder rung, on CUDA:\n" + rungs;

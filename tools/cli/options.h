@@ -20,6 +20,7 @@ struct Options {
   DType dtype = DType::kFloat16;
   bool causal = false;
   bool backward = false;
+  bool deterministic = false;  // backward: bit-identical gradients run after run
   DeviceChoice device = DeviceChoice::kAuto;
   std::string impl = "flashcore";
   bool check = false;

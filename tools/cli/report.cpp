@@ -74,7 +74,8 @@ double standard_attention_bytes(const Shape& s, DType element) {
 
 void print_text(const Report& r) {
   const Shape& s = r.shape;
-  std::printf("flashcore run: %s\n", r.backward ? "forward + backward" : "forward");
+  std::printf("flashcore run: %s%s\n", r.backward ? "forward + backward" : "forward",
+              r.deterministic ? " (deterministic)" : "");
   std::printf("  impl      %s on %s (%s)\n", r.impl.c_str(), r.device.c_str(), r.hardware.c_str());
   std::printf("  shape     batch %lld, seqlen_q %lld, seqlen_k %lld, heads %lld (kv %lld), head_dim %lld, %s%s\n",
               static_cast<long long>(s.batch), static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
@@ -130,6 +131,7 @@ void print_json(const Report& r) {
   json += ", \"head_dim\": " + std::to_string(s.head_dim);
   json += ", \"causal\": " + json_bool(s.causal);
   json += ", \"backward\": " + json_bool(r.backward);
+  json += ", \"deterministic\": " + json_bool(r.deterministic);
   json += ", \"repeats\": " + std::to_string(r.repeats);
   json += ", \"warmup\": " + std::to_string(r.warmup);
   json += ", \"ms\": " + json_optional(r.ms);

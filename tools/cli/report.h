@@ -18,6 +18,7 @@ struct Report {
   DType input_dtype = DType::kFloat16;  // what the inputs were rounded to (--dtype)
   Shape shape;
   bool backward = false;
+  bool deterministic = false;
   int repeats = 0;
   int warmup = 0;
   // Medians and p90 of the timed passes; empty when nothing was timed (--repeats 0).

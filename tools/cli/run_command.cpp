@@ -92,6 +92,7 @@ Status run_and_check(const Options& o, bool on_cuda, Report* report) {
   job.shape = report->shape;
   job.dtype = o.dtype;
   job.backward = o.backward;
+  job.deterministic = o.deterministic;
   job.threads = o.threads;
   job.inputs = &inputs;
   std::unique_ptr<Executor> executor;
@@ -134,6 +135,7 @@ int run_command(const Options& o) {
   if (const std::string error = choose_device(o, &on_cuda); !error.empty()) return usage_error(error);
   const Shape shape = shape_of(o);
   if (is_ladder_rung(o.impl)) {
+    if (o.deterministic) return usage_error("--deterministic: the teaching-ladder rungs have no deterministic mode");
     if (const std::string error = ladder_request_error(o.impl, shape, o.dtype, o.backward); !error.empty()) {
       return usage_error(error);
     }
@@ -146,6 +148,7 @@ int run_command(const Options& o) {
   report.device = on_cuda ? "cuda" : "cpu";
   report.shape = shape;
   report.backward = o.backward;
+  report.deterministic = o.deterministic;
   report.element = o.dtype;
   report.input_dtype = o.dtype;
   report.repeats = o.repeats >= 0 ? o.repeats : default_repeats(on_cuda);

@@ -45,6 +45,7 @@ struct Job {
   Shape shape;
   DType dtype = DType::kFloat16;  // the run's element type (--dtype)
   bool backward = false;
+  bool deterministic = false;  // the backward's deterministic mode (BackwardParams::deterministic)
   int threads = 0;
   const HostInputs* inputs = nullptr;
 };
