@@ -64,7 +64,10 @@ Status workspace_layout(const BackwardParams& params, const detail::AttentionPro
     const std::int64_t n_blocks = (p.seqlen_k + sm80::bwd_tile_size(kernel.head_dim).block_n - 1) /
                                   sm80::bwd_tile_size(kernel.head_dim).block_n;
     const std::int64_t ctas_per_split = p.batch * p.heads_kv;
-    const std::int64_t wanted = (sm_count + ctas_per_split - 1) / ctas_per_split;  // about one wave
+    // As many splits as fit in one wave (one CTA per SM), rounded down: rounding up left a
+    // second, nearly empty wave (B=1, 32 kv heads: 5 splits = 160 CTAs on 132 SMs ran at 0.58-0.62x
+    // of the default mode; docs/tuning/backward.md v8).
+    const std::int64_t wanted = sm_count / ctas_per_split;
     layout->num_splits = static_cast<int>(std::max<std::int64_t>(
         1, std::min<std::int64_t>({wanted, n_blocks, kMaxDeterministicSplits})));
   }
