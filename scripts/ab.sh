@@ -31,8 +31,7 @@ rounds="${AB_ROUNDS:-3}"
 carry="$(cd "${AB_CARRY:-.carry}" && pwd)"
 shapes="${AB_SHAPES:-64:4096:0 64:8192:0 64:16384:0 64:4096:1 64:16384:1 128:4096:0 128:8192:0 128:16384:0 128:4096:1 128:16384:1}"
 out="${OUT:-$root/build/device-out}"
-mkdir -p "$root/build"
-mkdir -p "$out"
+mkdir -p "$root/build" "$out"
 
 build() {  # build <source tree> <build dir>
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
@@ -69,7 +68,9 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 pass_ = sys.argv[2]
 def tflops(run):
-    fwd = run["flops"] / (3.5 if run["backward"] else 1.0)  # flops of the CLI's pass; forward alone
+    # From the JSON's `flops` and times, which every commit's CLI prints (a base tree may predate
+    # any per-pass TFLOP/s key): flops is the whole pass's, forward + backward = 3.5 x forward.
+    fwd = run["flops"] / (3.5 if run["backward"] else 1.0)
     if pass_ == "bwd":
         return 2.5 * fwd / (run["ms_backward"] * 1e-3) / 1e12
     return fwd / (run["ms_forward"] * 1e-3) / 1e12
