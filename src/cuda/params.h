@@ -1,0 +1,86 @@
+// What every CUDA kernel family reads: raw device pointers, element strides, sizes and score
+// options of one call. Filled once by src/cuda/forward.cu and backward.cu from the validated
+// AttentionProblem; each family's launcher turns them into its own grid and tiles.
+//
+// An attention option (sliding window, softcap, ALiBi, ...) is a field here, in the mask/score
+// policy in common/, in the validation and in the reference: not a change to every kernel file.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcore::cuda {
+
+// Element strides of a (batch, seqlen, heads, head_dim) tensor; head_dim's stride is 1.
+struct TensorStrides {
+  std::int64_t batch = 0;
+  std::int64_t row = 0;  // one step along seqlen
+  std::int64_t head = 0;
+};
+
+// Element strides of a (batch, heads, seqlen) float tensor (the LSE); seqlen's stride is 1.
+struct RowStatStrides {
+  std::int64_t batch = 0;
+  std::int64_t head = 0;
+};
+
+// Sizes and score options shared by both passes.
+struct ProblemParams {
+  int batch = 0;
+  int heads_q = 0;
+  int heads_kv = 0;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  int head_dim = 0;
+  int group_size = 1;        // heads_q / heads_kv: query head h reads kv head h / group_size
+  float softmax_scale = 0;   // for the natural-log LSE
+  float scale_log2 = 0;      // softmax_scale * log2(e): scores go through exp2 with one FFMA
+  bool causal = false;       // bottom-right aligned (common/mask.h)
+  int sm_count = 0;          // of the device the call runs on (persistent grids and split counts)
+};
+
+struct FwdParams : ProblemParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // (batch, heads_q, seqlen_q), natural log; may be null (not written)
+
+  TensorStrides q_strides, k_strides, v_strides, o_strides;
+  RowStatStrides lse_strides;
+};
+
+struct BwdParams : ProblemParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* out = nullptr;
+  const void* dout = nullptr;
+  const float* lse = nullptr;  // (batch, heads_q, seqlen_q), natural log
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+
+  TensorStrides q_strides, k_strides, v_strides, o_strides, do_strides, dq_strides, dk_strides, dv_strides;
+  RowStatStrides lse_strides;
+
+  // Workspace, carved by backward.cu from the caller's buffer with the family's own layout
+  // (all fp32 and contiguous, rows padded to seqlen_q_rounded):
+  //   lse_log2 (batch, heads_q, seqlen_q_rounded): lse * log2(e); +inf for rows that see no key
+  //            and for padding rows, so that exp2(s - lse_log2) is exactly 0 there.
+  //   dsum     (batch, heads_q, seqlen_q_rounded): D = rowsum(dO * O), 0 in padding rows.
+  //   dq_accum (num_splits, batch, heads_q, seqlen_q_rounded, head_dim_rounded): dQ / scale, in
+  //            the family's own tile order.
+  float* lse_log2 = nullptr;
+  float* dsum = nullptr;
+  float* dq_accum = nullptr;
+  std::int64_t dq_accum_split_stride = 0;  // elements in one slice of dq_accum
+  int seqlen_q_rounded = 0;
+
+  // Deterministic mode: num_splits CTAs along the key axis, each accumulating dQ into its own
+  // slice of dq_accum (one writer per element, so the order of additions is fixed); the slices
+  // are summed in order at the end. Otherwise num_splits is 1 and CTAs add into one slice.
+  int num_splits = 1;
+  bool deterministic = false;
+};
+
+}  // namespace flashcore::cuda
