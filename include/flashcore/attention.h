@@ -37,6 +37,19 @@ enum class Backend : int {
 };
 const char* backend_name(Backend backend);
 
+// Which family of GPU kernels runs CUDA tensors. kAuto takes the fastest one the device serves:
+// sm90 (Hopper: TMA, wgmma) on compute capability 9.0 for the head dims it has, else sm80
+// (Ampere-class mma.sync, compute capability 8.0 and newer). kSm80 / kSm90 force one, so a Hopper
+// GPU can test and time both; a forced family that cannot serve the call fails with kNotSupported
+// naming `kernels`. When this is kAuto, the environment variable FLASHCORE_KERNELS (auto, sm80 or
+// sm90) forces a family instead, for tools that cannot set the field.
+enum class KernelFamily : int {
+  kAuto = 0,
+  kSm80 = 1,
+  kSm90 = 2,
+};
+const char* kernel_family_name(KernelFamily family);
+
 inline constexpr int kMaxHeadDim = 256;
 
 struct ForwardParams {
@@ -48,6 +61,7 @@ struct ForwardParams {
   std::optional<float> softmax_scale;  // default 1/sqrt(head_dim)
   bool causal = false;
   Backend backend = Backend::kAuto;
+  KernelFamily kernels = KernelFamily::kAuto;  // CUDA backend only
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; nullptr is the default stream
   int num_threads = 0;     // CPU backends: 0 uses every hardware thread
 };
@@ -67,6 +81,7 @@ struct BackwardParams {
   // Bit-identical gradients run after run (GPU: no floating-point atomics whose order varies).
   bool deterministic = false;
   Backend backend = Backend::kAuto;
+  KernelFamily kernels = KernelFamily::kAuto;  // CUDA backend only
   void* stream = nullptr;
   int num_threads = 0;
   // Scratch memory on the tensors' device, at least backward_workspace_size() bytes. When null the

@@ -18,6 +18,15 @@ const char* backend_name(Backend backend) {
   return "unknown";
 }
 
+const char* kernel_family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kAuto: return "auto";
+    case KernelFamily::kSm80: return "sm80";
+    case KernelFamily::kSm90: return "sm90";
+  }
+  return "unknown";
+}
+
 Status forward(const ForwardParams& params) {
   detail::AttentionProblem problem;
   FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
