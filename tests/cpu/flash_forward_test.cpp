@@ -6,13 +6,15 @@
 
 #include "accuracy_cases.h"
 #include "api/problem.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "accuracy/baseline.h"
+#include "accuracy/tolerance.h"
 #include "cpu/reference.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 class FlashForward : public ::testing::TestWithParam<AccuracyParam> {};
 

@@ -20,14 +20,16 @@
 
 #include "api/problem.h"
 #include "common/attention_tensors.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "accuracy/baseline.h"
+#include "accuracy/tolerance.h"
 #include "cpu/reference.h"
 #include "device_tensors.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 struct BwdCase {
   const char* name;

@@ -1,4 +1,4 @@
-#include "common/baseline.h"
+#include "accuracy/baseline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <cutlass/numeric_types.h>
 
-namespace flashcore::testing {
+namespace flashcore::accuracy {
 namespace {
 
 using std::int64_t;
@@ -39,27 +39,31 @@ float gemm_dot(DType dtype, const double* a, const double* b, int64_t n) {
   return static_cast<float>(round_float(dtype, sum));
 }
 
-// One query row's softmax over its rounded scores, in fp32: probs (unrounded) and the LSE.
+// How many keys query row i sees (a prefix: causal aligned bottom-right, attention.h).
+int64_t visible_keys(const detail::AttentionProblem& p, int64_t i) {
+  if (!p.causal) return p.seqlen_k;
+  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
+}
+
+// One query row's softmax over its rounded scores, in fp32: probs (unrounded) of its visible keys
+// and the LSE. Non-finite scores go through the plain formula as in the float64 reference: a NaN
+// or +inf score, or all scores -inf, give NaN (std::max alone would skip a NaN).
 float row_softmax(const detail::AttentionProblem& p, const Layout& at, const std::vector<double>& q,
-                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, std::vector<float>& probs) {
+                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, int64_t visible,
+                  std::vector<float>& probs) {
+  if (visible == 0) return -kInf;
   const int64_t hk = h / p.group_size();
   float row_max = -kInf;
-  for (int64_t j = 0; j < p.seqlen_k; ++j) {
-    const bool visible = !p.causal || j <= i + p.seqlen_k - p.seqlen_q;
-    probs[j] = visible ? gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale
-                       : -kInf;
-    row_max = std::max(row_max, probs[j]);
-  }
-  if (row_max == -kInf) {
-    std::fill(probs.begin(), probs.end(), 0.0f);
-    return -kInf;
+  for (int64_t j = 0; j < visible; ++j) {
+    probs[j] = gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale;
+    if (probs[j] > row_max || std::isnan(probs[j])) row_max = probs[j];
   }
   float sum = 0.0f;
-  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+  for (int64_t j = 0; j < visible; ++j) {
     probs[j] = std::exp(probs[j] - row_max);
     sum += probs[j];
   }
-  for (int64_t j = 0; j < p.seqlen_k; ++j) probs[j] /= sum;
+  for (int64_t j = 0; j < visible; ++j) probs[j] /= sum;
   return row_max + std::log(sum);
 }
 
@@ -79,9 +83,10 @@ BaselineForward baseline_forward(const detail::AttentionProblem& p, const std::v
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const int64_t hk = h / p.group_size();
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, probs);
+        const int64_t visible = visible_keys(p, i);
+        result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, visible, probs);
         std::fill(out_row.begin(), out_row.end(), 0.0f);
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
           const double* vj = &v[at.k_row(b, j, hk)];
           for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
@@ -107,14 +112,15 @@ BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std:
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const int64_t hk = h / p.group_size();
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        row_softmax(p, at, q, k, b, h, i, probs);
+        const int64_t visible = visible_keys(p, i);
+        row_softmax(p, at, q, k, b, h, i, visible, probs);
         const double* doi = &dout[at.q_row(b, i, h)];
         float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           dprobs[j] = gemm_dot(p.dtype, doi, &v[at.k_row(b, j, hk)], head_dim);
           p_dot_dp += probs[j] * dprobs[j];
         }
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
           const float ds16 = static_cast<float>(round_float(p.dtype, probs[j] * (dprobs[j] - p_dot_dp)));
           for (int64_t d = 0; d < head_dim; ++d) {
@@ -137,4 +143,4 @@ BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std:
   return result;
 }
 
-}  // namespace flashcore::testing
+}  // namespace flashcore::accuracy

@@ -15,7 +15,7 @@
 
 #include "api/problem.h"
 
-namespace flashcore::testing {
+namespace flashcore::accuracy {
 
 struct BaselineForward {
   std::vector<double> out;  // (batch, seqlen_q, heads_q, head_dim), dtype values
@@ -38,4 +38,4 @@ BaselineBackward baseline_backward(const detail::AttentionProblem& problem, cons
 // `value` rounded to the nearest dtype number (via fp32, as the baseline's fp32 results are).
 double round_to(DType dtype, double value);
 
-}  // namespace flashcore::testing
+}  // namespace flashcore::accuracy

@@ -3,8 +3,10 @@
 // plain same-precision implementation (baseline.h), plus a noise floor of 2 ulp of the output dtype
 // at the output's magnitude (the largest |reference| value).
 //
-// Non-finite values: where the reference is -inf (the LSE of a row that sees no key) the result
-// must be exactly -inf; anywhere else a NaN or infinity fails, so NaN never passes.
+// Non-finite values: where the reference is not finite (the -inf LSE of a row that sees no key, or
+// the NaN and infinities non-finite inputs lead to, attention.h) the result must be the same: NaN
+// where the reference is NaN, the same infinity where it is infinite. Anywhere else a NaN or an
+// infinity fails, so NaN never passes where the reference is finite.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,7 @@
 
 #include "flashcore/tensor.h"
 
-namespace flashcore::testing {
+namespace flashcore::accuracy {
 
 struct Comparison {
   bool ok = false;
@@ -33,4 +35,4 @@ double ulp_at(DType dtype, double value);
 Comparison compare_to_reference(const std::string& name, DType dtype, double factor, const std::vector<double>& got,
                                 const std::vector<double>& baseline, const std::vector<double>& reference);
 
-}  // namespace flashcore::testing
+}  // namespace flashcore::accuracy
