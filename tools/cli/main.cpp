@@ -2,12 +2,15 @@
 // See `flashcore --help`; exit codes in run_command.h.
 #include <cstdio>
 #include <string>
+#include <string_view>
 
+#include "fuzz_command.h"
 #include "options.h"
 #include "run_command.h"
 
 int main(int argc, char** argv) {
   using namespace flashcore::cli;
+  if (argc > 1 && std::string_view(argv[1]) == "fuzz") return fuzz_command(argc - 1, argv + 1);
   Options options;
   bool help = false;
   std::string error;
