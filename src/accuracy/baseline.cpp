@@ -7,6 +7,8 @@
 
 #include <cutlass/numeric_types.h>
 
+#include "cpu/parallel_for.h"
+
 namespace flashcore::accuracy {
 namespace {
 
@@ -72,45 +74,56 @@ float row_softmax(const detail::AttentionProblem& p, const Layout& at, const std
 double round_to(DType dtype, double value) { return round_float(dtype, static_cast<float>(value)); }
 
 BaselineForward baseline_forward(const detail::AttentionProblem& p, const std::vector<double>& q,
-                                 const std::vector<double>& k, const std::vector<double>& v) {
+                                 const std::vector<double>& k, const std::vector<double>& v, int num_threads) {
   const Layout at{p};
   BaselineForward result;
   result.out.assign(q.size(), 0.0);
   result.lse.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0);
-  std::vector<float> probs(static_cast<size_t>(p.seqlen_k));
-  std::vector<float> out_row(static_cast<size_t>(p.head_dim));
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads_q; ++h) {
-      const int64_t hk = h / p.group_size();
-      for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        const int64_t visible = visible_keys(p, i);
-        result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, visible, probs);
-        std::fill(out_row.begin(), out_row.end(), 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
-          const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
-          const double* vj = &v[at.k_row(b, j, hk)];
-          for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
-        }
-        for (int64_t d = 0; d < p.head_dim; ++d) result.out[at.q_row(b, i, h) + d] = round_float(p.dtype, out_row[d]);
+  const int64_t tasks = p.batch * p.heads_q;  // one (batch, query head) each: rows are independent
+  const int workers = cpu::worker_count(num_threads, tasks);
+  std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> out_row_of(static_cast<size_t>(workers), std::vector<float>(p.head_dim));
+  cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    const int64_t b = task / p.heads_q;
+    const int64_t h = task % p.heads_q;
+    const int64_t hk = h / p.group_size();
+    std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
+    std::vector<float>& out_row = out_row_of[static_cast<size_t>(worker)];
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const int64_t visible = visible_keys(p, i);
+      result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, visible, probs);
+      std::fill(out_row.begin(), out_row.end(), 0.0f);
+      for (int64_t j = 0; j < visible; ++j) {
+        const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
+        const double* vj = &v[at.k_row(b, j, hk)];
+        for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
       }
+      for (int64_t d = 0; d < p.head_dim; ++d) result.out[at.q_row(b, i, h) + d] = round_float(p.dtype, out_row[d]);
     }
-  }
+  });
   return result;
 }
 
 BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
-                                   const std::vector<double>& dout) {
+                                   const std::vector<double>& dout, int num_threads) {
   const Layout at{p};
   const int64_t head_dim = p.head_dim;
   std::vector<float> dq_acc(q.size(), 0.0f);
   std::vector<float> dk_acc(k.size(), 0.0f);
   std::vector<float> dv_acc(v.size(), 0.0f);
-  std::vector<float> probs(static_cast<size_t>(p.seqlen_k));
-  std::vector<float> dprobs(static_cast<size_t>(p.seqlen_k));
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads_q; ++h) {
-      const int64_t hk = h / p.group_size();
+  // dK and dV sum over the query heads sharing a kv head, so a task owns one (batch, kv head) and
+  // adds in the same order (query head, then row) whatever the thread count.
+  const int64_t tasks = p.batch * p.heads_kv;
+  const int workers = cpu::worker_count(num_threads, tasks);
+  std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> dprobs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    const int64_t b = task / p.heads_kv;
+    const int64_t hk = task % p.heads_kv;
+    std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
+    std::vector<float>& dprobs = dprobs_of[static_cast<size_t>(worker)];
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
         const int64_t visible = visible_keys(p, i);
         row_softmax(p, at, q, k, b, h, i, visible, probs);
@@ -131,7 +144,7 @@ BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std:
         }
       }
     }
-  }
+  });
   BaselineBackward result;
   auto round_all = [&](const std::vector<float>& acc, float scale, std::vector<double>* out) {
     out->resize(acc.size());

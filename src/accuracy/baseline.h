@@ -28,12 +28,13 @@ struct BaselineBackward {
   std::vector<double> dv;
 };
 
+// num_threads: 0 uses every hardware thread. The result does not depend on it.
 BaselineForward baseline_forward(const detail::AttentionProblem& problem, const std::vector<double>& q,
-                                 const std::vector<double>& k, const std::vector<double>& v);
+                                 const std::vector<double>& k, const std::vector<double>& v, int num_threads = 0);
 
 BaselineBackward baseline_backward(const detail::AttentionProblem& problem, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
-                                   const std::vector<double>& dout);
+                                   const std::vector<double>& dout, int num_threads = 0);
 
 // `value` rounded to the nearest dtype number (via fp32, as the baseline's fp32 results are).
 double round_to(DType dtype, double value);

@@ -1,7 +1,9 @@
 // Running and judging one fuzz problem (fuzz_check.h).
 #include "fuzz_check.h"
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <vector>
@@ -54,14 +56,18 @@ class FuzzTensor {
     const std::vector<std::byte> encoded = encode(values, dtype_);
     const size_t size = dtype_size(dtype_);
     const std::vector<int64_t> at = offsets();
-    for (size_t i = 0; i < at.size(); ++i) std::memcpy(&host_[static_cast<size_t>(at[i]) * size], &encoded[i * size], size);
+    for (size_t i = 0; i < at.size(); ++i) {
+      std::memcpy(&host_[static_cast<size_t>(at[i]) * size], &encoded[i * size], size);
+    }
   }
 
   std::vector<double> values() const {
     const size_t size = dtype_size(dtype_);
     const std::vector<int64_t> at = offsets();
     std::vector<std::byte> packed(at.size() * size);
-    for (size_t i = 0; i < at.size(); ++i) std::memcpy(&packed[i * size], &host_[static_cast<size_t>(at[i]) * size], size);
+    for (size_t i = 0; i < at.size(); ++i) {
+      std::memcpy(&packed[i * size], &host_[static_cast<size_t>(at[i]) * size], size);
+    }
     return decode(packed.data(), dtype_, static_cast<int64_t>(at.size()));
   }
 
@@ -186,7 +192,8 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   if (call_failed(detail::validate_forward(ref, &p), "reference", &result)) return result;
   std::vector<double> ref_out, ref_lse;
   if (call_failed(cpu::reference_forward_f64(ref, p, &ref_out, &ref_lse), "reference", &result)) return result;
-  const accuracy::BaselineForward base = accuracy::baseline_forward(p, inputs.q, inputs.k, inputs.v);
+  const accuracy::BaselineForward base =
+      accuracy::baseline_forward(p, inputs.q, inputs.k, inputs.v, target.threads);
   judge("out", dtype, 2.0, out.values(), base.out, ref_out, &result);
   judge("lse", DType::kFloat32, 2.0, lse.values(), base.lse, ref_lse, &result);
   if (!out.outside_view_untouched()) fail(&result, "out: written outside its view");
@@ -232,7 +239,8 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   if (call_failed(cpu::reference_backward_f64(ref_bwd, p, &ref_dq, &ref_dk, &ref_dv), "reference", &result)) {
     return result;
   }
-  const accuracy::BaselineBackward base_bwd = accuracy::baseline_backward(p, inputs.q, inputs.k, inputs.v, inputs.dout);
+  const accuracy::BaselineBackward base_bwd =
+      accuracy::baseline_backward(p, inputs.q, inputs.k, inputs.v, inputs.dout, target.threads);
   judge("dq", dtype, 3.0, dq.values(), base_bwd.dq, ref_dq, &result);
   judge("dk", dtype, 3.0, dk.values(), base_bwd.dk, ref_dk, &result);
   judge("dv", dtype, 3.0, dv.values(), base_bwd.dv, ref_dv, &result);

@@ -80,7 +80,9 @@ std::string skip_reason_key(const std::string& message) {
 void print_failure_text(const FuzzSummary& summary, const FuzzFailure& f) {
   std::ostringstream out;
   out << "FAIL";
-  if (f.index >= 0) out << " problem " << f.index << " (seed " << summary.seed << ", problem seed " << f.problem_seed << ")";
+  if (f.index >= 0) {
+    out << " problem " << f.index << " (seed " << summary.seed << ", problem seed " << f.problem_seed << ")";
+  }
   out << ": " << describe(f.drawn) << "\n";
   if (problem_spec(f.shrunk) != problem_spec(f.drawn)) out << "  shrunk to  " << describe(f.shrunk) << "\n";
   out << "  why        " << f.message << "\n";
@@ -103,7 +105,8 @@ void print_summary_text(const FuzzSummary& s) {
   for (const auto& [reason, n] : s.skip_reasons) out << "  skipped    " << n << " x " << reason << "\n";
   out << "  covered   ";
   for (const auto& [name, n] : s.coverage.counts) out << " " << name << " " << n;
-  out << "\n  rule       error <= 2x (gradients 3x) a plain same-precision implementation's + 2 ulp; NaN never passes\n";
+  out << "\n  rule       error <= 2x (gradients 3x) a plain same-precision implementation's + 2 ulp;"
+         " NaN never passes\n";
   out << "  time       " << s.seconds << " s\n";
   out << (s.failed == 0 ? "PASS" : "FAIL") << "\n";
   std::fputs(out.str().c_str(), stdout);
