@@ -6,6 +6,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "cpu/parallel_for.h"
 
 #include "flashcore/flashcore.h"
 #include "fuzz_check.h"
@@ -117,17 +120,29 @@ int fuzz_command(int argc, const char* const* argv) {
   const FuzzTarget target{memory.get(), o.kernels, o.threads};
   const FuzzLimits limits{summary.max_seqlen, summary.max_elements, on_cuda};
 
+  // Problems run side by side, one thread each: most are small, and the host-side float64
+  // reference and baseline, not the library, set the pace. Results are kept by index, so the
+  // report is the same whatever the number of jobs.
   const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < summary.count; ++i) {
+  std::vector<FuzzProblem> problems(static_cast<std::size_t>(summary.count));
+  std::vector<ProblemResult> results(problems.size());
+  const int jobs = cpu::worker_count(o.jobs, summary.count);
+  FuzzTarget job_target = target;
+  if (jobs > 1) job_target.threads = 1;
+  cpu::parallel_for(summary.count, jobs, [&](std::int64_t i, int) {
+    const std::size_t at = static_cast<std::size_t>(i);
+    problems[at] = o.problem.empty() ? draw_problem(problem_seed(o.seed, i), limits) : single;
+    results[at] = check_problem(problems[at], job_target);
+  });
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    record(problems[i], results[i], &summary);
+    if (results[i].verdict != Verdict::kFailed) continue;
     FuzzFailure failure;
-    failure.index = o.problem.empty() ? i : -1;
-    failure.problem_seed = o.problem.empty() ? problem_seed(o.seed, i) : 0;
-    failure.drawn = o.problem.empty() ? draw_problem(failure.problem_seed, limits) : single;
-    const ProblemResult result = check_problem(failure.drawn, target);
-    record(failure.drawn, result, &summary);
-    if (result.verdict != Verdict::kFailed) continue;
-    failure.shrunk = failure.drawn;
-    failure.message = result.message;
+    failure.index = o.problem.empty() ? static_cast<std::int64_t>(i) : -1;
+    failure.problem_seed = o.problem.empty() ? problem_seed(o.seed, static_cast<std::int64_t>(i)) : 0;
+    failure.drawn = problems[i];
+    failure.shrunk = problems[i];
+    failure.message = results[i].message;
     if (o.shrink) failure = shrink(failure, target);
     if (!o.json) print_failure_text(summary, failure);
     summary.failures.push_back(failure);

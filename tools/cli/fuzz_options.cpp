@@ -37,6 +37,7 @@ bool parse_flag(std::string_view flag, std::string_view value, FuzzOptions* o, s
     return parse_int<std::int64_t>(flag, value, 1, std::int64_t{1} << 40, &o->max_elements, error);
   }
   if (flag == "--threads") return parse_int(flag, value, 0, 4096, &o->threads, error);
+  if (flag == "--jobs") return parse_int(flag, value, 0, 4096, &o->jobs, error);
   if (flag == "--problem") {
     o->problem = std::string(value);
     return true;
@@ -72,7 +73,7 @@ bool parse_flag(std::string_view flag, std::string_view value, FuzzOptions* o, s
 }
 
 bool takes_value(std::string_view flag) {
-  for (const char* known : {"--count", "--seed", "--max-seqlen", "--max-elements", "--threads", "--problem",
+  for (const char* known : {"--count", "--seed", "--max-seqlen", "--max-elements", "--threads", "--jobs", "--problem",
                             "--device", "--kernels"}) {
     if (flag == known) return true;
   }
@@ -127,7 +128,7 @@ bool parse_fuzz_options(int argc, const char* const* argv, FuzzOptions* o, bool*
 
 std::string fuzz_usage() {
   return "usage: flashcore fuzz [--device auto|cpu|cuda] [--kernels auto|sm80|sm90] [--count 200] [--seed 1]\n"
-         "                      [--max-seqlen 4096] [--max-elements N] [--threads N] [--json] [--no-shrink]\n"
+         "                      [--max-seqlen 4096] [--max-elements N] [--jobs N] [--threads N] [--json] [--no-shrink]\n"
          "       flashcore fuzz --problem SPEC [--device ...] [--kernels ...]\n"
          "  Draws --count random attention problems from --seed (batch, seqlen_q and seqlen_k in 1..--max-seqlen,\n"
          "  mostly small and ragged, MHA/GQA/MQA, head dims 1..256, fp16/bf16, causal or not, strided views,\n"
@@ -140,6 +141,8 @@ std::string fuzz_usage() {
          "  exactly and a `flashcore run` line for the same shape. Exit 0 only when nothing failed.\n"
          "  --max-elements  cap on batch * heads * seqlen_q * seqlen_k per problem (default 2^18 on the CPU,\n"
          "                  2^22 on CUDA: the float64 reference on the host sets the pace)\n"
+         "  --jobs          problems checked at once, one thread each (default: one per hardware thread);\n"
+         "                  --jobs 1 gives each problem --threads threads instead. The report does not change.\n"
          "  --problem       run one problem, as a failure report prints it (batch=..,seqlen_q=..,...)\n"
          "  --no-shrink     report failures as drawn\n"
          "  --json          one JSON object on stdout instead of the text report\n";

@@ -16,7 +16,8 @@ struct FuzzOptions {
   std::uint64_t seed = 1;
   std::int64_t max_seqlen = 4096;
   std::int64_t max_elements = 0;  // 0: the device's default (default_max_elements)
-  int threads = 0;
+  int threads = 0;  // per call of the library and the reference; 0: every hardware thread
+  int jobs = 0;     // problems checked at once, each on one thread; 0: one per hardware thread
   bool json = false;
   bool shrink = true;
   std::string problem;  // --problem SPEC: run this one problem instead of drawing
