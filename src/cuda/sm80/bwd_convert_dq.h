@@ -9,7 +9,7 @@
 #include "cuda/common/copy.h"
 #include "cuda/common/fragment.h"
 #include "cuda/sm80/bwd_dq_accum.h"
-#include "cuda/sm80/bwd_params.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -53,9 +53,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
   __syncthreads();
 
   const int m0 = m_block * kBlockM;
-  Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_batch_stride +
-                                         head * params.dq_head_stride + m0 * params.dq_row_stride),
-                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_row_stride, _1{}));
+  Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_strides.batch +
+                                         head * params.dq_strides.head + m0 * params.dq_strides.row),
+                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_strides.row, _1{}));
   typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
   auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
   Tensor tdQsdQ = gmem_thr_copy_store.partition_S(sdQ);  // (CPY, CPY_M, CPY_d)

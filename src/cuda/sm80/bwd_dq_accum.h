@@ -2,7 +2,7 @@
 // the conversion pass finds them again.
 //
 // Tile layout. dq_accum holds one kBlockM x kHeadDim tile per (split, batch, query head, query
-// block), contiguous, at the tile's row-major position (bwd_params.h). Inside a tile the values are
+// block), contiguous, at the tile's row-major position (cuda/params.h). Inside a tile the values are
 // not row-major but in the order the dQ MMA's accumulator fragments hold them: warp w owns the
 // contiguous run [w * kWarpElems, (w + 1) * kWarpElems), in which fragment values 4j .. 4j+3 of
 // lane l sit at j * 128 + 4 l. So a warp's part of the tile is one block of memory (one bulk
@@ -22,7 +22,7 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/bulk_reduce.h"
-#include "cuda/sm80/bwd_params.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 

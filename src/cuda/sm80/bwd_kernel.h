@@ -30,7 +30,7 @@
 #include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_dq_accum.h"
 #include "cuda/sm80/bwd_mask.h"
-#include "cuda/sm80/bwd_params.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   constexpr int kRows = decltype(size<0>(tScS_rc))::value;
   constexpr int kCols = decltype(size<1>(tScS_rc))::value;
 
-  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_batch_stride;
-  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride;
+  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_strides.batch;
+  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch;
   const int rows_per_head = params.seqlen_q_rounded;
 
   // Q, dO, lse_log2 and D of (query head, query block) into buffer `stage`; rows past seqlen_q
@@ -154,10 +154,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       float* dst = (is_lse ? smem_lse : smem_dsum) + stage * kBlockM + i;
       SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>::copy(*reinterpret_cast<const uint128_t*>(src), *reinterpret_cast<uint128_t*>(dst));
     }
-    Tensor gQ = make_tensor(make_gmem_ptr(q_base + head * params.q_head_stride + row0 * params.q_row_stride),
-                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_row_stride, _1{}));
-    Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_head_stride + row0 * params.do_row_stride),
-                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_row_stride, _1{}));
+    Tensor gQ = make_tensor(make_gmem_ptr(q_base + head * params.q_strides.head + row0 * params.q_strides.row),
+                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_strides.row, _1{}));
+    Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_strides.head + row0 * params.do_strides.row),
+                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_strides.row, _1{}));
     const int rows_left = params.seqlen_q - m_block * kBlockM;
     cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)), tQcQ, rows_left,
                             params.head_dim);
@@ -176,12 +176,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
 
     if (n_block != static_cast<int>(blockIdx.x)) __syncthreads();  // the last epilogue is done with sK, sV
     {
-      const std::int64_t k_offset = batch * params.k_batch_stride + kv_head * params.k_head_stride + n0 * params.k_row_stride;
-      const std::int64_t v_offset = batch * params.v_batch_stride + kv_head * params.v_head_stride + n0 * params.v_row_stride;
+      const std::int64_t k_offset = batch * params.k_strides.batch + kv_head * params.k_strides.head + n0 * params.k_strides.row;
+      const std::int64_t v_offset = batch * params.v_strides.batch + kv_head * params.v_strides.head + n0 * params.v_strides.row;
       Tensor gK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
-                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_row_stride, _1{}));
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_strides.row, _1{}));
       Tensor gV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
-                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_row_stride, _1{}));
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_strides.row, _1{}));
       cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gK), gmem_thr_copy.partition_D(sK), tKVcKV, rows_k,
                               params.head_dim);
       cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gV), gmem_thr_copy.partition_D(sV), tKVcKV, rows_k,
@@ -321,12 +321,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdV), smem_thr_copy_dkv.partition_D(sV));
     __syncthreads();
 
-    const std::int64_t dk_offset = batch * params.dk_batch_stride + kv_head * params.dk_head_stride + n0 * params.dk_row_stride;
-    const std::int64_t dv_offset = batch * params.dv_batch_stride + kv_head * params.dv_head_stride + n0 * params.dv_row_stride;
+    const std::int64_t dk_offset = batch * params.dk_strides.batch + kv_head * params.dk_strides.head + n0 * params.dk_strides.row;
+    const std::int64_t dv_offset = batch * params.dv_strides.batch + kv_head * params.dv_strides.head + n0 * params.dv_strides.row;
     Tensor gdK = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dk) + dk_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_row_stride, _1{}));
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_strides.row, _1{}));
     Tensor gdV = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dv) + dv_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_row_stride, _1{}));
+                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_strides.row, _1{}));
     typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
     auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
     Tensor tdKsdK = gmem_thr_copy_store.partition_S(sK);  // (CPY, CPY_N, CPY_d)

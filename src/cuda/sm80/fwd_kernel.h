@@ -21,7 +21,7 @@
 #include "cuda/common/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/softmax.h"
-#include "cuda/sm80/fwd_params.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -31,12 +31,12 @@ __device__ void write_empty_block(const FwdParams& params, int m_block, int head
   using Element = typename Traits::Element;
   const int m0 = m_block * Traits::kBlockM;
   const int rows = min(Traits::kBlockM, params.seqlen_q - m0);
-  Element* o = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  Element* o = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
   for (int i = threadIdx.x; i < rows * params.head_dim; i += Traits::kNThreads) {
-    o[(m0 + i / params.head_dim) * params.o_row_stride + i % params.head_dim] = Element(0.0f);
+    o[(m0 + i / params.head_dim) * params.o_strides.row + i % params.head_dim] = Element(0.0f);
   }
   if (params.lse != nullptr) {
-    float* lse = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+    float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
     for (int i = threadIdx.x; i < rows; i += Traits::kNThreads) lse[m0 + i] = -INFINITY;
   }
 }
@@ -68,18 +68,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
   // head_dim are predicated off.
-  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
-  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
-  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch + head * params.q_strides.head;
+  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch + kv_head * params.k_strides.head;
+  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch + kv_head * params.v_strides.head;
+  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
   Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
-                          make_stride(params.q_row_stride, _1{}));
+                          make_stride(params.q_strides.row, _1{}));
   Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
-                          make_stride(params.k_row_stride, _1{}));
+                          make_stride(params.k_strides.row, _1{}));
   Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
-                          make_stride(params.v_row_stride, _1{}));
+                          make_stride(params.v_strides.row, _1{}));
   Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
-                          make_stride(params.o_row_stride, _1{}));
+                          make_stride(params.o_strides.row, _1{}));
   Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     Tensor tOcAcc = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     Tensor rows_cols = make_tensor(tOcAcc.data(), accumulator_as_rows_cols(tOcAcc.layout()));
     if (get<1>(rows_cols(0, 0)) == 0) {
-      float* lse_ptr = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+      float* lse_ptr = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const int row = get<0>(rows_cols(r, 0));
