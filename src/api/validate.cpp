@@ -4,7 +4,6 @@
 #include <string>
 
 #include "api/problem.h"
-#include "api/return_if_error.h"
 
 namespace flashcore::detail {
 namespace {

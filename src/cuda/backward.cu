@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "api/cuda_backend.h"
-#include "api/return_if_error.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/dispatch.h"
@@ -98,6 +97,16 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& p)
   const Status status = kernel->launch(kp, stream);
   const Status freed = cuda_status(cudaFreeAsync(buffer, stream), "cudaFreeAsync(workspace)");
   return status.ok() ? freed : status;
+}
+
+Status backward_family(const BackwardParams& params, const detail::AttentionProblem& p, KernelFamily* family) {
+  constexpr const char* kFamilyFn = "flashcore::selected_kernels";
+  DeviceInfo device;
+  FLASHCORE_RETURN_IF_ERROR(current_device(kFamilyFn, &device));
+  const BwdKernel* kernel = nullptr;
+  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kFamilyFn, p, params.kernels, device, &kernel));
+  *family = kernel->family;
+  return Status::Ok();
 }
 
 // See bwd_workspace.h.

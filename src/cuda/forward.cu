@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "api/cuda_backend.h"
-#include "api/return_if_error.h"
 #include "cuda/device.h"
 #include "cuda/dispatch.h"
 
@@ -40,6 +39,16 @@ Status forward(const ForwardParams& params, const detail::AttentionProblem& p) {
   kp.o_strides = strides_of(params.out);
   if (params.lse.present()) kp.lse_strides = {params.lse.stride[0], params.lse.stride[1]};
   return kernel->launch(kp, static_cast<cudaStream_t>(params.stream));
+}
+
+Status forward_family(const ForwardParams& params, const detail::AttentionProblem& p, KernelFamily* family) {
+  constexpr const char* kFn = "flashcore::selected_kernels";
+  DeviceInfo device;
+  FLASHCORE_RETURN_IF_ERROR(current_device(kFn, &device));
+  const FwdKernel* kernel = nullptr;
+  FLASHCORE_RETURN_IF_ERROR(select_forward_kernel(kFn, p, params.kernels, device, &kernel));
+  *family = kernel->family;
+  return Status::Ok();
 }
 
 }  // namespace flashcore::cuda
