@@ -24,12 +24,13 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/common/copy.h"
+#include "cuda/sm80/copy.h"
+#include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
-#include "cuda/common/gemm.h"
+#include "cuda/sm80/gemm.h"
 #include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_dq_accum.h"
-#include "cuda/sm80/bwd_mask.h"
+#include "cuda/common/mask.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int batch = blockIdx.z;
   const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
   const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
-  const BwdMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
 
   // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
@@ -270,7 +271,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
           clear(acc_dq);
           gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
-          add_dq_partial(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
+          DqAccumulate::add(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
                          lane);
         };
         if constexpr (kStages == 1) {
@@ -308,17 +309,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     }
 
     // Epilogue: dK (times the softmax scale) and dV through K's and V's smem tiles.
-    drain_dq_partials(lane);  // deterministic mode: the next key block adds to the same tiles
+    DqAccumulate::drain(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= params.softmax_scale;
     Tensor rdK = convert_fragment<Element>(acc_dk);
     Tensor rdV = convert_fragment<Element>(acc_dv);
-    auto smem_copy_dkv = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv);
-    auto smem_thr_copy_dkv = smem_copy_dkv.get_thread_slice(tid);
-    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdK), smem_thr_copy_dkv.partition_D(sK));
-    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdV), smem_thr_copy_dkv.partition_D(sV));
+    fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv, rdK, sK, tid);
+    fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv, rdV, sV, tid);
     __syncthreads();
 
     const std::int64_t dk_offset = batch * params.dk_strides.batch + kv_head * params.dk_strides.head + n0 * params.dk_strides.row;
@@ -327,19 +326,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_strides.row, _1{}));
     Tensor gdV = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dv) + dv_offset),
                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_strides.row, _1{}));
-    typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
-    auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
-    Tensor tdKsdK = gmem_thr_copy_store.partition_S(sK);  // (CPY, CPY_N, CPY_d)
-    Tensor tdVsdV = gmem_thr_copy_store.partition_S(sV);
-    Tensor tdKgdK = gmem_thr_copy_store.partition_D(gdK);
-    Tensor tdVgdV = gmem_thr_copy_store.partition_D(gdV);
-    Tensor tdKVcdKV = gmem_thr_copy_store.partition_D(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-    Tensor tdKrdK = make_tensor<Element>(shape(tdKgdK));
-    Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
-    copy(gmem_tiled_copy_store, tdKsdK, tdKrdK);
-    copy(gmem_tiled_copy_store, tdVsdV, tdVrdV);
-    copy_tile_predicated(gmem_tiled_copy_store, tdKrdK, tdKgdK, tdKVcdKV, rows_k, params.head_dim);
-    copy_tile_predicated(gmem_tiled_copy_store, tdVrdV, tdVgdV, tdKVcdKV, rows_k, params.head_dim);
+    smem_to_gmem<typename Traits::GmemTiledCopyStore>(sK, gdK, rows_k, params.head_dim, tid);
+    smem_to_gmem<typename Traits::GmemTiledCopyStore>(sV, gdV, rows_k, params.head_dim, tid);
   }
 }
 

@@ -16,11 +16,13 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/common/copy.h"
+#include "cuda/sm80/copy.h"
+#include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
-#include "cuda/common/gemm.h"
+#include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/softmax.h"
+#include "cuda/common/tile_scheduler.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
@@ -51,10 +53,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x;
-  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-  const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  const TileCoord tile = SingleTileScheduler<kIsCausal>::tile();  // causal: longest query blocks first
+  const int m_block = tile.block;
+  const int head = tile.head;
+  const int batch = tile.batch;
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
 
@@ -201,33 +203,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   softmax.finalize(acc_o, params.softmax_scale, lse);
   Tensor rO = convert_fragment<Element>(acc_o);
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});  // (kBlockM, kHeadDim)
-  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
-  auto smem_thr_copy_o = smem_copy_o.get_thread_slice(tid);
   __syncthreads();  // every warp is done reading Q from smem before O overwrites it
-  copy(smem_copy_o, smem_thr_copy_o.retile_S(rO), smem_thr_copy_o.partition_D(sO));
+  fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma, rO, sO, tid);
   __syncthreads();
-
-  typename Traits::GmemTiledCopyStore gmem_tiled_copy_o;
-  auto gmem_thr_copy_o = gmem_tiled_copy_o.get_thread_slice(tid);
-  Tensor tOsO = gmem_thr_copy_o.partition_S(sO);  // (CPY, CPY_M, CPY_K)
-  Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
-  Tensor tOrO = make_tensor<Element>(shape(tOgO));
-  copy(gmem_tiled_copy_o, tOsO, tOrO);
-  Tensor tOcO = gmem_thr_copy_o.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  copy_tile_predicated(gmem_tiled_copy_o, tOrO, tOgO, tOcO, rows_q, params.head_dim);
+  smem_to_gmem<typename Traits::GmemTiledCopyStore>(sO, gO, rows_q, params.head_dim, tid);
 
   if (params.lse != nullptr) {
-    // Lanes of a quad hold the same rows; the one holding column 0 writes.
-    Tensor tOcAcc = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    Tensor rows_cols = make_tensor(tOcAcc.data(), accumulator_as_rows_cols(tOcAcc.layout()));
-    if (get<1>(rows_cols(0, 0)) == 0) {
-      float* lse_ptr = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int row = get<0>(rows_cols(r, 0));
-        if (row < rows_q) lse_ptr[m0 + row] = lse[r];
-      }
-    }
+    float* lse_ptr = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head + m0;
+    write_row_values(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDim>>{}, lse, lse_ptr, rows_q, tid);
   }
 }
 
