@@ -113,7 +113,8 @@ FLASHCORE_C_EXPORT const char* flashcore_last_error(void);
  * Initialise with flashcore_options_init, then set what differs. */
 typedef struct flashcore_options {
   size_t struct_size;    /* sizeof(flashcore_options) as the caller compiled it */
-  float softmax_scale;   /* the factor on q·k; NaN (the default): 1/sqrt(head_dim); else finite */
+  int32_t has_softmax_scale; /* 0 (the default): softmax_scale is 1/sqrt(head_dim); else use it */
+  float softmax_scale;   /* the factor on q·k when has_softmax_scale; must be finite */
   int32_t causal;        /* nonzero: query i sees key j iff j <= i + seqlen_k - seqlen_q */
   int32_t deterministic; /* backward: bit-identical gradients run after run */
   int32_t backend;       /* FLASHCORE_BACKEND_*; AUTO picks by the tensors' device */
@@ -127,7 +128,7 @@ typedef struct flashcore_options {
   size_t workspace_bytes;
 } flashcore_options;
 
-/* Fills *options with the defaults (softmax_scale NaN, everything else 0/NULL) and struct_size. */
+/* Fills *options with the defaults (every field 0 or NULL) and struct_size. */
 FLASHCORE_C_EXPORT void flashcore_options_init(flashcore_options* options);
 
 /* out = softmax(softmax_scale * q kᵀ + mask) v, and its log-sum-exp.

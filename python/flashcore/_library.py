@@ -48,6 +48,7 @@ class COptions(ctypes.Structure):
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
+        ("has_softmax_scale", ctypes.c_int32),
         ("softmax_scale", ctypes.c_float),
         ("causal", ctypes.c_int32),
         ("deterministic", ctypes.c_int32),
@@ -66,8 +67,8 @@ _OPTIONS_SIZE = ctypes.sizeof(COptions)
 def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
             num_threads=0, stream=None, workspace=None, workspace_bytes=0):
     """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim))."""
-    return COptions(_OPTIONS_SIZE, float("nan") if softmax_scale is None else softmax_scale, causal, deterministic,
-                    backend, kernels, num_threads, stream, workspace, workspace_bytes)
+    return COptions(_OPTIONS_SIZE, softmax_scale is not None, 0.0 if softmax_scale is None else softmax_scale, causal,
+                    deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes)
 
 
 def _library_path():

@@ -157,8 +157,7 @@ def test_options_init_gives_defaults():
     options = lib.COptions()
     lib._lib.flashcore_options_init(ctypes.byref(options))
     assert options.struct_size == ctypes.sizeof(lib.COptions)
-    assert options.softmax_scale != options.softmax_scale  # NaN: the default scale
-    assert (options.causal, options.backend, options.kernels, options.workspace_bytes) == (0, 0, 0, 0)
+    assert (options.has_softmax_scale, options.causal, options.backend, options.kernels, options.workspace_bytes) == (0, 0, 0, 0, 0)
 
 
 def test_older_smaller_options_struct_keeps_later_defaults():

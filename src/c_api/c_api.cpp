@@ -3,11 +3,9 @@
 #include "flashcore/c_api.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <exception>
-#include <limits>
 #include <string>
 
 #include "flashcore/flashcore.h"
@@ -117,7 +115,7 @@ Status to_backend(const char* function, int backend, flashcore::Backend* out) {
 Status read_options(const char* function, const flashcore_options* given, flashcore_options* options) {
   flashcore_options_init(options);
   if (given == nullptr) return Status::Ok();
-  constexpr std::size_t kMinSize = offsetof(flashcore_options, softmax_scale) + sizeof(float);
+  constexpr std::size_t kMinSize = offsetof(flashcore_options, has_softmax_scale) + sizeof(std::int32_t);
   if (given->struct_size < kMinSize) {
     return invalid(function, "options",
                    "struct_size is " + std::to_string(given->struct_size) + "; call flashcore_options_init first");
@@ -136,8 +134,8 @@ Status apply_options(const char* function, const flashcore_options& o, Params* p
                    "unknown kernel family code " + std::to_string(o.kernels) + " (expected 0 = auto, 1 = sm80 or 2 = sm90)");
   }
   params->kernels = static_cast<flashcore::KernelFamily>(o.kernels);
-  // NaN asks for the default; the C++ validation rejects an infinite scale, naming softmax_scale.
-  if (!std::isnan(o.softmax_scale)) params->softmax_scale = o.softmax_scale;
+  // The C++ validation rejects a non-finite scale, naming softmax_scale.
+  if (o.has_softmax_scale != 0) params->softmax_scale = o.softmax_scale;
   params->causal = o.causal != 0;
   params->stream = o.stream;
   params->num_threads = o.num_threads;
@@ -196,7 +194,6 @@ void flashcore_options_init(flashcore_options* options) {
   if (options == nullptr) return;
   std::memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
-  options->softmax_scale = std::numeric_limits<float>::quiet_NaN();
 }
 
 int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
