@@ -30,6 +30,7 @@
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_dq_accum.h"
+#include "cuda/sm80/bwd_epilogue.h"
 #include "cuda/common/mask.h"
 #include "cuda/params.h"
 
@@ -312,22 +313,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     DqAccumulate::drain(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= params.softmax_scale;
-    Tensor rdK = convert_fragment<Element>(acc_dk);
-    Tensor rdV = convert_fragment<Element>(acc_dv);
-    fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv, rdK, sK, tid);
-    fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv, rdV, sV, tid);
-    __syncthreads();
-
-    const std::int64_t dk_offset = batch * params.dk_strides.batch + kv_head * params.dk_strides.head + n0 * params.dk_strides.row;
-    const std::int64_t dv_offset = batch * params.dv_strides.batch + kv_head * params.dv_strides.head + n0 * params.dv_strides.row;
-    Tensor gdK = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dk) + dk_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_strides.row, _1{}));
-    Tensor gdV = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dv) + dv_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_strides.row, _1{}));
-    smem_to_gmem<typename Traits::GmemTiledCopyStore>(sK, gdK, rows_k, params.head_dim, tid);
-    smem_to_gmem<typename Traits::GmemTiledCopyStore>(sV, gdV, rows_k, params.head_dim, tid);
+    store_dk_dv<Traits>(params, acc_dk, acc_dv, tiled_mma_dkv, sK, sV, batch, kv_head, n0, tid);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "cuda/sm80/copy.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
+#include "cuda/sm80/fwd_epilogue.h"
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/softmax.h"
@@ -26,22 +27,6 @@
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
-
-// A query block that sees no key at all (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
-template <class Traits>
-__device__ void write_empty_block(const FwdParams& params, int m_block, int head, int batch) {
-  using Element = typename Traits::Element;
-  const int m0 = m_block * Traits::kBlockM;
-  const int rows = min(Traits::kBlockM, params.seqlen_q - m0);
-  Element* o = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
-  for (int i = threadIdx.x; i < rows * params.head_dim; i += Traits::kNThreads) {
-    o[(m0 + i / params.head_dim) * params.o_strides.row + i % params.head_dim] = Element(0.0f);
-  }
-  if (params.lse != nullptr) {
-    float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
-    for (int i = threadIdx.x; i < rows; i += Traits::kNThreads) lse[m0 + i] = -INFINITY;
-  }
-}
 
 template <class Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
@@ -198,20 +183,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   for (; n_block >= n_block_unmasked; --n_block) process_key_block(n_block, std::true_type{});
   for (; n_block >= 0; --n_block) process_key_block(n_block, std::false_type{});
 
-  // Epilogue: normalise, stage O through Q's shared memory, store rows that exist.
+  // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
   softmax.finalize(acc_o, params.softmax_scale, lse);
-  Tensor rO = convert_fragment<Element>(acc_o);
-  Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});  // (kBlockM, kHeadDim)
-  __syncthreads();  // every warp is done reading Q from smem before O overwrites it
-  fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma, rO, sO, tid);
-  __syncthreads();
-  smem_to_gmem<typename Traits::GmemTiledCopyStore>(sO, gO, rows_q, params.head_dim, tid);
-
-  if (params.lse != nullptr) {
-    float* lse_ptr = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head + m0;
-    write_row_values(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDim>>{}, lse, lse_ptr, rows_q, tid);
-  }
+  store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
 }  // namespace flashcore::cuda::sm80
