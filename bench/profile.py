@@ -3,7 +3,7 @@
 utilisation, SM and DRAM throughput, registers, shared memory, occupancy and local-memory (spill)
 traffic, written as JSON and markdown beside the benchmark results.
 
-  python3 bench/profile.py [--cli build/hopper/tools/flashcore] [--out-dir bench/results]
+  python3 bench/profile.py [--cli build/sm90-sm90a/tools/flashcore] [--out-dir bench/results]
                            [--backward] [-- <CLI arguments replacing the default shape>]
 """
 import argparse
@@ -20,7 +20,7 @@ DEFAULT_TARGET = ["run", "--device", "cuda", "--batch", "4", "--seqlen", "4096",
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cli", default=os.path.join(options.REPO_ROOT, "build", "hopper", "tools", "flashcore"))
+    p.add_argument("--cli", default=os.path.join(options.REPO_ROOT, "build", "sm90-sm90a", "tools", "flashcore"))
     p.add_argument("--ncu", help="path to ncu (default: PATH, then /usr/local/cuda*/bin)")
     p.add_argument("--out-dir", default=os.path.join(options.REPO_ROOT, "bench", "results"))
     p.add_argument("--name", help="default profile_<device>_<date>_<commit>")

@@ -11,7 +11,8 @@
 # The libflashcore_c.so of this tree is left at build/ab-new/src/c_api/ for the benchmark.
 #
 # Environment:
-#   AB_PASS       bwd (default) or fwd: which pass's TFLOP/s is compared
+#   AB_PASS       bwd (default), fwd, or both (backward runs; forward and backward compared from
+#                 the same passes)
 #   AB_HEAD_DIMS  instantiations to build, default "64;128"; AB_DTYPES default "bf16"
 #   AB_SHAPES     "d:seqlen:causal ..." (causal 0/1), default d64 and d128 at 4k, 8k, 16k, both masks;
 #                 batch x seqlen = 16k tokens and heads x d = 2048, as the benchmark's sweep
@@ -47,7 +48,7 @@ wait $base_pid || { echo "ab: build of the base tree failed"; tail -n 30 "$root/
 echo "ab: both builds in $(( $(date +%s) - start )) s"
 
 backward_flag=""
-[ "$pass" = "bwd" ] && backward_flag="--backward"
+[ "$pass" != "fwd" ] && backward_flag="--backward"
 log="$out/ab_${pass}.jsonl"
 : >"$log"
 for shape in $shapes; do
@@ -66,19 +67,19 @@ done
 python3 - "$log" "$pass" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-pass_ = sys.argv[2]
-def tflops(run):
+def tflops(run, pass_):
     # From the JSON's `flops` and times, which every commit's CLI prints (a base tree may predate
     # any per-pass TFLOP/s key): flops is the whole pass's, forward + backward = 3.5 x forward.
     fwd = run["flops"] / (3.5 if run["backward"] else 1.0)
     if pass_ == "bwd":
         return 2.5 * fwd / (run["ms_backward"] * 1e-3) / 1e12
     return fwd / (run["ms_forward"] * 1e-3) / 1e12
-print(f"ab: {pass_} TFLOP/s, median over rounds of base (the tree given) and new (this tree)")
-print(f"{'d':>4} {'seqlen':>7} {'causal':>6} {'base':>8} {'new':>8} {'new/base':>9}")
-for shape in dict.fromkeys(r["shape"] for r in rows):
-    med = {side: statistics.median(tflops(r["run"]) for r in rows if r["shape"] == shape and r["side"] == side)
-           for side in ("base", "new")}
-    d, s, c = shape.split(":")
-    print(f"{d:>4} {s:>7} {'yes' if c == '1' else 'no':>6} {med['base']:8.1f} {med['new']:8.1f} {med['new'] / med['base']:9.3f}")
+for pass_ in (("fwd", "bwd") if sys.argv[2] == "both" else (sys.argv[2],)):
+    print(f"ab: {pass_} TFLOP/s, median over rounds of base (the tree given) and new (this tree)")
+    print(f"{'d':>4} {'seqlen':>7} {'causal':>6} {'base':>8} {'new':>8} {'new/base':>9}")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        med = {side: statistics.median(tflops(r["run"], pass_) for r in rows if r["shape"] == shape and r["side"] == side)
+               for side in ("base", "new")}
+        d, s, c = shape.split(":")
+        print(f"{d:>4} {s:>7} {'yes' if c == '1' else 'no':>6} {med['base']:8.1f} {med['new']:8.1f} {med['new'] / med['base']:9.3f}")
 EOF

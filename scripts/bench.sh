@@ -6,7 +6,7 @@
 # It checks the set-up (GPU, PyTorch with CUDA, matplotlib, the flashcore package, the CLI), then runs
 # bench/bench.py with the arguments given (python3 bench/bench.py --help). Results go to bench/results/;
 # `--out-dir DIR --flat` puts every file in DIR instead. Python: $PYTHON, else python3. The package
-# under python/ is put on PYTHONPATH; the CLI is build/hopper/tools/flashcore unless --cli PATH.
+# under python/ is put on PYTHONPATH; the CLI is build/sm90-sm90a/tools/flashcore unless --cli PATH.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -3,7 +3,7 @@
 # then run the requested steps. Logs go to $OUT (the device tool's return folder) or build/device-out.
 #
 #   bash scripts/device.sh [STEP...]     default: build test
-#   build      configure (preset hopper: sm_90 SASS only, for quick builds) and build everything
+#   build      configure (preset sm90-sm90a: code for compute capability 9.0 only, for quick builds) and build everything
 #   test       ctest: CPU and GPU suites
 #   sanitize   compute-sanitizer memcheck + racecheck on the GPU tests named *Sanitize*
 #   python     the Python package's tests on CUDA tensors, against the library just built
@@ -15,7 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/build/device-out}"
 mkdir -p "$out"
-preset="${PRESET:-hopper}"
+preset="${PRESET:-sm90-sm90a}"
 configure_args=()
 [ -f .carry/cutlass_include/cute/tensor.hpp ] && configure_args+=("-DCUTLASS_DIR=$root/.carry/cutlass_include")
 [ -f .carry/googletest/CMakeLists.txt ] && configure_args+=("-DFLASHCORE_GTEST_SOURCE_DIR=$root/.carry/googletest")

@@ -14,8 +14,8 @@ def cli_missing(cli):
     if not cli:
         return "no CLI given (--cli)"
     if not os.path.isfile(cli):
-        return (f"CLI not found at {cli} (build it: cmake --preset hopper && "
-                f"cmake --build --preset hopper --target flashcore_cli)")
+        return (f"CLI not found at {cli} (build it: cmake --preset sm90-sm90a && "
+                f"cmake --build --preset sm90-sm90a --target flashcore_cli)")
     if not os.access(cli, os.X_OK):
         return f"CLI at {cli} is not executable"
     return None

@@ -72,8 +72,8 @@ def parser():
     extra.add_argument("--no-sweep", action="store_true")
     extra.add_argument("--no-latency", action="store_true")
     extra.add_argument("--no-memory", action="store_true")
-    extra.add_argument("--cli", default=os.path.join(REPO_ROOT, "build", "hopper", "tools", "flashcore"),
-                       help="the flashcore C++ CLI, for the teaching-ladder rungs (default build/hopper/tools/flashcore)")
+    extra.add_argument("--cli", default=os.path.join(REPO_ROOT, "build", "sm90-sm90a", "tools", "flashcore"),
+                       help="the flashcore C++ CLI, for the teaching-ladder rungs (default build/sm90-sm90a/tools/flashcore)")
     extra.add_argument("--ladder", type=_str_list, default=["naive", "algo1", "wmma"], help="rung names for --impl")
     extra.add_argument("--latency-runs", type=int, default=1000)
     extra.add_argument("--latency-warmup", type=int, default=50)

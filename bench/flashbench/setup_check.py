@@ -16,7 +16,7 @@ def _line(ok, what, detail):
 
 def main(argv=None):
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--cli", default=os.path.join(options.REPO_ROOT, "build", "hopper", "tools", "flashcore"))
+    p.add_argument("--cli", default=os.path.join(options.REPO_ROOT, "build", "sm90-sm90a", "tools", "flashcore"))
     p.add_argument("--commit")
     p.add_argument("--dry-run", action="store_true")
     args, _ = p.parse_known_args(argv)

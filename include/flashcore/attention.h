@@ -111,4 +111,14 @@ Status forward(const ForwardParams& params);
 Status backward_workspace_size(const BackwardParams& params, std::size_t* bytes);
 Status backward(const BackwardParams& params);
 
+// Host memory the CPU flash backend allocates for these params beyond their tensors (per-thread
+// tiles; never seqlen_q x seqlen_k); 0 for the other backends. For reports such as the CLI's.
+Status host_scratch_bytes(const ForwardParams& params, std::size_t* bytes);
+Status host_scratch_bytes(const BackwardParams& params, std::size_t* bytes);
+
+// The GPU kernel family forward() / backward() would run for these params, kAuto resolved; nothing
+// runs. Calls on a CPU backend report KernelFamily::kAuto. For reports that record which kernels ran.
+Status selected_kernels(const ForwardParams& params, KernelFamily* family);
+Status selected_kernels(const BackwardParams& params, KernelFamily* family);
+
 }  // namespace flashcore

@@ -43,7 +43,7 @@ extern "C" {
 
 /* Bumped whenever a struct layout or a function signature below changes, so a binding can refuse
  * a library it was not written for. */
-#define FLASHCORE_C_ABI_VERSION 1
+#define FLASHCORE_C_ABI_VERSION 2
 
 /* flashcore_tensor.dtype */
 enum {
@@ -63,6 +63,12 @@ enum {
   FLASHCORE_BACKEND_CPU_REFERENCE = 2,
   FLASHCORE_BACKEND_CUDA = 3
 };
+
+/* flashcore_options.kernels: which family of GPU kernels runs CUDA tensors. AUTO takes the fastest
+ * one the device serves (SM90 on compute capability 9.0 where it has the head dim, else SM80); the
+ * others force one, and a call it cannot serve fails with NOT_SUPPORTED. With AUTO, the environment
+ * variable FLASHCORE_KERNELS (auto, sm80, sm90) forces a family instead. */
+enum { FLASHCORE_KERNELS_AUTO = 0, FLASHCORE_KERNELS_SM80 = 1, FLASHCORE_KERNELS_SM90 = 2 };
 
 /* Return codes. */
 enum {
@@ -101,49 +107,69 @@ FLASHCORE_C_EXPORT int flashcore_built_with_cuda(void);
  * into the library. */
 FLASHCORE_C_EXPORT const char* flashcore_last_error(void);
 
+/* The options of a call, in one struct whose first field is its size: a caller compiled against an
+ * older header passes a smaller struct_size, and the library reads only that many bytes, giving
+ * every later field its default. New options are appended; fields are never reordered or removed.
+ * Initialise with flashcore_options_init, then set what differs. */
+typedef struct flashcore_options {
+  size_t struct_size;    /* sizeof(flashcore_options) as the caller compiled it */
+  int32_t has_softmax_scale; /* 0 (the default): softmax_scale is 1/sqrt(head_dim); else use it */
+  float softmax_scale;   /* the factor on q·k when has_softmax_scale; must be finite */
+  int32_t causal;        /* nonzero: query i sees key j iff j <= i + seqlen_k - seqlen_q */
+  int32_t deterministic; /* backward: bit-identical gradients run after run */
+  int32_t backend;       /* FLASHCORE_BACKEND_*; AUTO picks by the tensors' device */
+  int32_t kernels;       /* FLASHCORE_KERNELS_*; CUDA tensors only */
+  int32_t num_threads;   /* CPU backends: worker threads, 0 = every hardware thread */
+  void* stream;          /* cudaStream_t for CUDA tensors; NULL is the legacy default stream */
+  /* backward: scratch memory on the tensors' device of at least flashcore_backward_workspace_size()
+   * bytes, which the caller allocates (e.g. from its framework's caching allocator). NULL with 0
+   * bytes: the library allocates and frees it itself. */
+  void* workspace;
+  size_t workspace_bytes;
+} flashcore_options;
+
+/* Fills *options with the defaults (every field 0 or NULL) and struct_size. */
+FLASHCORE_C_EXPORT void flashcore_options_init(flashcore_options* options);
+
 /* out = softmax(softmax_scale * q kᵀ + mask) v, and its log-sum-exp.
  *   q, k, v      inputs, float16 or bfloat16, all of one dtype and device.
  *   out          output like q (same shape, dtype and device; any strides).
  *   lse          optional output (NULL, or data == NULL: not written), float32
  *                (batch, heads_q, seqlen_q). backward needs it.
- *   softmax_scale  the factor on q·k; must be finite. FlashAttention's default is
- *                1/sqrt(head_dim): the caller computes it.
- *   causal       nonzero: query i sees key j iff j <= i + seqlen_k - seqlen_q.
- *   backend      FLASHCORE_BACKEND_*; AUTO picks by device.
- *   stream       cudaStream_t for CUDA tensors; ignored for CPU tensors.
- *   num_threads  CPU backends: worker threads, 0 = every hardware thread; ignored on CUDA. */
+ *   options      see flashcore_options; NULL means every default. */
 FLASHCORE_C_EXPORT int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k,
                                          const flashcore_tensor* v, const flashcore_tensor* out,
-                                         const flashcore_tensor* lse, float softmax_scale, int causal,
-                                         int backend, void* stream, int num_threads);
+                                         const flashcore_tensor* lse, const flashcore_options* options);
 
 /* Writes to *bytes the scratch memory flashcore_backward needs for these arguments (0 for the CPU
  * backends). Arguments as for flashcore_backward; nothing runs. */
 FLASHCORE_C_EXPORT int flashcore_backward_workspace_size(
     const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
     const flashcore_tensor* out, const flashcore_tensor* dout, const flashcore_tensor* lse,
-    const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv, float softmax_scale,
-    int causal, int deterministic, int backend, size_t* bytes);
+    const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv,
+    const flashcore_options* options, size_t* bytes);
 
 /* Gradients of the loss with respect to q, k and v, from the forward's out and lse.
  *   q, k, v, out, lse   as passed to (and written by) flashcore_forward; lse is required.
  *   dout         gradient of the loss with respect to out, like q.
  *   dq, dk, dv   outputs like q, k and v; fully overwritten (no accumulation into them).
- *   softmax_scale, causal  the forward's values.
- *   deterministic  nonzero: bit-identical gradients run after run (the GPU kernels then avoid
- *                floating-point atomics whose order varies).
- *   backend, stream, num_threads  as for flashcore_forward.
- *   workspace, workspace_bytes  scratch memory on the tensors' device of at least
- *                flashcore_backward_workspace_size() bytes, which the caller allocates (e.g. from
- *                its framework's caching allocator). NULL with 0 bytes: the library allocates and
- *                frees it itself. */
+ *   options      the forward's softmax_scale and causal, plus deterministic and the workspace. */
 FLASHCORE_C_EXPORT int flashcore_backward(const flashcore_tensor* q, const flashcore_tensor* k,
                                           const flashcore_tensor* v, const flashcore_tensor* out,
                                           const flashcore_tensor* dout, const flashcore_tensor* lse,
                                           const flashcore_tensor* dq, const flashcore_tensor* dk,
-                                          const flashcore_tensor* dv, float softmax_scale, int causal,
-                                          int deterministic, int backend, void* stream, int num_threads,
-                                          void* workspace, size_t workspace_bytes);
+                                          const flashcore_tensor* dv, const flashcore_options* options);
+
+/* Writes to *family the FLASHCORE_KERNELS_* family flashcore_forward (backward = 0) or
+ * flashcore_backward (backward != 0) would run for these arguments, AUTO resolved; nothing runs.
+ * CPU calls report FLASHCORE_KERNELS_AUTO. For benchmarks that record which kernels ran. For the
+ * forward pass only q, k, v, out and lse are read (dout, dq, dk, dv may be NULL). */
+FLASHCORE_C_EXPORT int flashcore_selected_kernels(const flashcore_tensor* q, const flashcore_tensor* k,
+                                                  const flashcore_tensor* v, const flashcore_tensor* out,
+                                                  const flashcore_tensor* dout, const flashcore_tensor* lse,
+                                                  const flashcore_tensor* dq, const flashcore_tensor* dk,
+                                                  const flashcore_tensor* dv, int backward,
+                                                  const flashcore_options* options, int32_t* family);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -65,3 +65,11 @@ class Status {
 };
 
 }  // namespace flashcore
+
+// Return the Status from the enclosing function when `expr` (a Status) is not ok: for code that
+// makes several calls in a row, such as a caller chaining flashcore's functions.
+#define FLASHCORE_RETURN_IF_ERROR(expr)      \
+  do {                                       \
+    ::flashcore::Status flashcore_status_ = (expr); \
+    if (!flashcore_status_.ok()) return flashcore_status_; \
+  } while (0)

@@ -60,9 +60,10 @@ def direct_c_call(q, k, v):
     stream = torch.cuda.current_stream().cuda_stream if q.is_cuda else None
     threads = 0 if q.is_cuda else torch.get_num_threads()
     forward = lib.forward
+    options = ctypes.byref(lib.options(scale, stream=stream, num_threads=threads))
 
     def call():
-        status = forward(*views, scale, False, lib.BACKEND_AUTO, stream, threads)
+        status = forward(*views, options)
         if status:
             lib.check(status)
     call.descriptors = descriptors

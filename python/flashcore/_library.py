@@ -10,12 +10,15 @@ import os
 import pathlib
 
 MAX_RANK = 4
-ABI_VERSION = 1  # FLASHCORE_C_ABI_VERSION this binding was written for
+ABI_VERSION = 2  # FLASHCORE_C_ABI_VERSION this binding was written for
 
 # flashcore_tensor.dtype / .device codes and the backend codes (c_api.h).
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32 = 0, 1, 2
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 BACKEND_AUTO, BACKEND_CPU, BACKEND_CPU_REFERENCE, BACKEND_CUDA = 0, 1, 2, 3
+# flashcore_options.kernels: the GPU kernel family (auto, or forced).
+KERNELS_AUTO, KERNELS_SM80, KERNELS_SM90 = 0, 1, 2
+KERNEL_FAMILY_NAMES = {KERNELS_AUTO: "auto", KERNELS_SM80: "sm80", KERNELS_SM90: "sm90"}
 
 STATUS_OK = 0
 STATUS_INVALID_ARGUMENT = 1
@@ -38,6 +41,34 @@ class CTensor(ctypes.Structure):
         ("shape", ctypes.c_int64 * MAX_RANK),
         ("stride", ctypes.c_int64 * MAX_RANK),
     ]
+
+
+class COptions(ctypes.Structure):
+    """flashcore_options: a call's options, its own size first (c_api.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("has_softmax_scale", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("deterministic", ctypes.c_int32),
+        ("backend", ctypes.c_int32),
+        ("kernels", ctypes.c_int32),
+        ("num_threads", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+_OPTIONS_SIZE = ctypes.sizeof(COptions)
+
+
+def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
+            num_threads=0, stream=None, workspace=None, workspace_bytes=0):
+    """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim))."""
+    return COptions(_OPTIONS_SIZE, softmax_scale is not None, 0.0 if softmax_scale is None else softmax_scale, causal,
+                    deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes)
 
 
 def _library_path():
@@ -79,20 +110,23 @@ _lib.flashcore_built_with_cuda.restype = ctypes.c_int
 _lib.flashcore_last_error.argtypes = []
 _lib.flashcore_last_error.restype = ctypes.c_char_p
 
+_O = ctypes.POINTER(COptions)
+
 forward = _lib.flashcore_forward
-forward.argtypes = [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+forward.argtypes = [_T] * 5 + [_O]
 forward.restype = ctypes.c_int
 
 backward_workspace_size = _lib.flashcore_backward_workspace_size
-backward_workspace_size.argtypes = [_T] * 9 + [
-    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
+backward_workspace_size.argtypes = [_T] * 9 + [_O, ctypes.POINTER(ctypes.c_size_t)]
 backward_workspace_size.restype = ctypes.c_int
 
 backward = _lib.flashcore_backward
-backward.argtypes = [_T] * 9 + [
-    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-    ctypes.c_void_p, ctypes.c_size_t]
+backward.argtypes = [_T] * 9 + [_O]
 backward.restype = ctypes.c_int
+
+selected_kernels = _lib.flashcore_selected_kernels
+selected_kernels.argtypes = [_T] * 9 + [ctypes.c_int, _O, ctypes.POINTER(ctypes.c_int32)]
+selected_kernels.restype = ctypes.c_int
 
 
 def version():

@@ -42,12 +42,12 @@ def run_forward(q, k, v, softmax_scale, causal):
     lse = q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
     descriptors, views = pack(q, k, v, out, lse)
     stream, num_threads, guard = _launch_context(q.device)
-    args = (*views, softmax_scale, causal, lib.BACKEND_AUTO, stream, num_threads)
+    options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads))
     if guard is None:
-        status = lib.forward(*args)
+        status = lib.forward(*views, options)
     else:
         with guard:
-            status = lib.forward(*args)
+            status = lib.forward(*views, options)
     if status:
         lib.check(status)
     return out, lse
@@ -73,18 +73,16 @@ def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
 
 
 def _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, device):
-    workspace, workspace_bytes = None, 0
+    options = lib.options(softmax_scale, causal, deterministic, stream=stream, num_threads=num_threads)
     if device.type == "cuda":
         needed = ctypes.c_size_t(0)
-        lib.check(lib.backward_workspace_size(*views, softmax_scale, causal, deterministic, lib.BACKEND_AUTO,
-                                              ctypes.byref(needed)))
+        lib.check(lib.backward_workspace_size(*views, ctypes.byref(options), ctypes.byref(needed)))
         if needed.value:
             # Freed when this function returns, while the kernel may still run: safe, because the
             # caching allocator hands the block out again only in order on this same stream.
             scratch = torch.empty(needed.value, dtype=torch.uint8, device=device)
-            workspace, workspace_bytes = scratch.data_ptr(), needed.value
-    status = lib.backward(*views, softmax_scale, causal, deterministic, lib.BACKEND_AUTO, stream, num_threads,
-                          workspace, workspace_bytes)
+            options.workspace, options.workspace_bytes = scratch.data_ptr(), needed.value
+    status = lib.backward(*views, ctypes.byref(options))
     if status:
         lib.check(status)
 

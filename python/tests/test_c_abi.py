@@ -24,9 +24,13 @@ def problem(seqlen_q=13, seqlen_k=21, nheads=4, nheads_k=2, headdim=32, dtype=to
     return q, k, v, out, lse
 
 
-def forward(q, k, v, out, lse, causal=False, backend=lib.BACKEND_AUTO, scale=SCALE):
+def opts(causal=False, backend=lib.BACKEND_AUTO, scale=SCALE, **more):
+    return ctypes.byref(lib.options(scale, causal, backend=backend, **more))
+
+
+def forward(q, k, v, out, lse, causal=False, backend=lib.BACKEND_AUTO, scale=SCALE, **more):
     buffer, views = pack(q, k, v, out, lse)
-    return lib.forward(*views, scale, causal, backend, None, 0)
+    return lib.forward(*views, opts(causal, backend, scale, **more))
 
 
 def test_versions():
@@ -50,9 +54,9 @@ def test_poisoned_outputs_are_fully_written(backend, causal):
     grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
     buffer, views = pack(q, k, v, out, dout, lse, *grads)
     needed = ctypes.c_size_t(123)
-    assert lib.backward_workspace_size(*views, SCALE, causal, False, backend, ctypes.byref(needed)) == lib.STATUS_OK
+    assert lib.backward_workspace_size(*views, opts(causal, backend), ctypes.byref(needed)) == lib.STATUS_OK
     assert needed.value == 0, "the CPU backends need no workspace"
-    assert lib.backward(*views, SCALE, causal, False, backend, None, 0, None, 0) == lib.STATUS_OK
+    assert lib.backward(*views, opts(causal, backend)) == lib.STATUS_OK
     for grad in grads:
         assert not grad.isnan().any()
 
@@ -73,7 +77,7 @@ def test_bad_tensor_struct(field, value, match):
     q, k, v, out, lse = problem()
     buffer, views = pack(q, k, v, out, lse)
     setattr(lib.CTensor.from_address(views[0]), field, value)
-    assert lib.forward(*views, SCALE, False, lib.BACKEND_AUTO, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert lib.forward(*views, opts()) == lib.STATUS_INVALID_ARGUMENT
     assert match in lib.last_error()
     assert out.isnan().all(), "a rejected call writes nothing"
 
@@ -82,7 +86,7 @@ def test_bad_tensor_struct(field, value, match):
 def test_null_tensor_pointer(position, name):
     buffer, views = pack(*problem())
     views[position] = None
-    assert lib.forward(*views, SCALE, False, lib.BACKEND_AUTO, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert lib.forward(*views, opts()) == lib.STATUS_INVALID_ARGUMENT
     assert f": {name}: is null" in lib.last_error()
 
 
@@ -99,14 +103,14 @@ def test_cuda_backend_for_cpu_tensors():
 def test_workspace_size_needs_bytes():
     q, k, v, out, lse = problem()
     buffer, views = pack(q, k, v, out, torch.randn_like(q), lse, q.clone(), k.clone(), v.clone())
-    assert lib.backward_workspace_size(*views, SCALE, False, False, 0, None) == lib.STATUS_INVALID_ARGUMENT
+    assert lib.backward_workspace_size(*views, opts(), None) == lib.STATUS_INVALID_ARGUMENT
     assert "bytes: is null" in lib.last_error()
 
 
 def test_backward_needs_lse():
     q, k, v, out, _ = problem()
     buffer, views = pack(q, k, v, out, torch.randn_like(q), None, q.clone(), k.clone(), v.clone())
-    assert lib.backward(*views, SCALE, False, False, 0, None, 0, None, 0) == lib.STATUS_INVALID_ARGUMENT
+    assert lib.backward(*views, opts()) == lib.STATUS_INVALID_ARGUMENT
     assert "lse: is null" in lib.last_error()
 
 
@@ -114,7 +118,7 @@ def test_workspace_pointer_and_size_must_agree():
     q, k, v, out, lse = problem()
     assert forward(q, k, v, out, lse) == lib.STATUS_OK
     buffer, views = pack(q, k, v, out, torch.randn_like(q), lse, q.clone(), k.clone(), v.clone())
-    assert lib.backward(*views, SCALE, False, False, 0, None, 0, None, 64) == lib.STATUS_INVALID_ARGUMENT
+    assert lib.backward(*views, opts(workspace_bytes=64)) == lib.STATUS_INVALID_ARGUMENT
     assert "workspace: is null but workspace_bytes is 64" in lib.last_error()
 
 
@@ -139,3 +143,55 @@ def test_status_to_exception():
         lib.check(lib.STATUS_NOT_SUPPORTED)
     with pytest.raises(RuntimeError):
         lib.check(3)
+
+
+def test_null_options_mean_defaults():
+    q, k, v, out, lse = problem()
+    buffer, views = pack(q, k, v, out, lse)
+    assert lib.forward(*views, None) == lib.STATUS_OK
+    out64, _ = reference.attention(q, k, v, causal=False)  # default scale 1/sqrt(head_dim)
+    torch.testing.assert_close(out.double(), out64, atol=2e-3, rtol=0)
+
+
+def test_options_init_gives_defaults():
+    options = lib.COptions()
+    lib._lib.flashcore_options_init(ctypes.byref(options))
+    assert options.struct_size == ctypes.sizeof(lib.COptions)
+    assert (options.has_softmax_scale, options.causal, options.backend, options.kernels, options.workspace_bytes) == (0, 0, 0, 0, 0)
+
+
+def test_older_smaller_options_struct_keeps_later_defaults():
+    # A caller built against a header that ended after `causal` passes a smaller struct_size; the
+    # library must not read the fields it does not know about (here: a bogus backend code).
+    options = lib.options(SCALE, True, backend=9)
+    options.struct_size = lib.COptions.causal.offset + ctypes.sizeof(ctypes.c_int32)
+    q, k, v, out, lse = problem(seqlen_q=29, seqlen_k=17)
+    buffer, views = pack(q, k, v, out, lse)
+    assert lib.forward(*views, ctypes.byref(options)) == lib.STATUS_OK, lib.last_error()
+    out64, _ = reference.attention(q, k, v, causal=True)
+    torch.testing.assert_close(out.double(), out64, atol=2e-3, rtol=0)
+
+
+def test_uninitialised_options_are_refused():
+    options = lib.COptions()  # struct_size 0
+    buffer, views = pack(*problem())
+    assert lib.forward(*views, ctypes.byref(options)) == lib.STATUS_INVALID_ARGUMENT
+    assert "options: struct_size is 0" in lib.last_error()
+
+
+def test_bad_kernels_code():
+    assert forward(*problem(), kernels=7) == lib.STATUS_INVALID_ARGUMENT
+    assert "kernels: unknown kernel family code 7" in lib.last_error()
+
+
+def test_forced_gpu_family_on_cpu_tensors():
+    assert forward(*problem(), kernels=lib.KERNELS_SM90) == lib.STATUS_INVALID_ARGUMENT
+    assert "kernels: sm90 names GPU kernels" in lib.last_error()
+
+
+def test_selected_kernels_on_cpu_is_auto():
+    q, k, v, out, lse = problem()
+    buffer, views = pack(q, k, v, out, lse, None, None, None, None)
+    family = ctypes.c_int32(-1)
+    assert lib.selected_kernels(*views, 0, opts(), ctypes.byref(family)) == lib.STATUS_OK, lib.last_error()
+    assert family.value == lib.KERNELS_AUTO

@@ -1,4 +1,5 @@
-#include "accuracy/baseline.h"
+// The same-precision baseline of flashcore/accuracy.h.
+#include "flashcore/accuracy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +16,20 @@ namespace {
 using std::int64_t;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// The problem with what the baseline computes in: its dtype and the scale as the float it is.
+struct Problem {
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  bool causal;
+  float softmax_scale;
+  DType dtype;
+  int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
+};
+
+Problem problem_of(const ReferenceProblem& r, DType dtype) {
+  return {r.batch,  r.seqlen_q, r.seqlen_k, r.heads_q, r.heads_kv, r.head_dim,
+          r.causal, static_cast<float>(r.softmax_scale), dtype};
+}
+
 double round_float(DType dtype, float value) {
   switch (dtype) {
     case DType::kFloat16:
@@ -29,7 +44,7 @@ double round_float(DType dtype, float value) {
 
 // Offsets into the contiguous arrays.
 struct Layout {
-  const detail::AttentionProblem& p;
+  const Problem& p;
   int64_t q_row(int64_t b, int64_t i, int64_t h) const { return ((b * p.seqlen_q + i) * p.heads_q + h) * p.head_dim; }
   int64_t k_row(int64_t b, int64_t j, int64_t h) const { return ((b * p.seqlen_k + j) * p.heads_kv + h) * p.head_dim; }
 };
@@ -42,7 +57,7 @@ float gemm_dot(DType dtype, const double* a, const double* b, int64_t n) {
 }
 
 // How many keys query row i sees (a prefix: causal aligned bottom-right, attention.h).
-int64_t visible_keys(const detail::AttentionProblem& p, int64_t i) {
+int64_t visible_keys(const Problem& p, int64_t i) {
   if (!p.causal) return p.seqlen_k;
   return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
 }
@@ -50,7 +65,7 @@ int64_t visible_keys(const detail::AttentionProblem& p, int64_t i) {
 // One query row's softmax over its rounded scores, in fp32: probs (unrounded) of its visible keys
 // and the LSE. Non-finite scores go through the plain formula as in the float64 reference: a NaN
 // or +inf score, or all scores -inf, give NaN (std::max alone would skip a NaN).
-float row_softmax(const detail::AttentionProblem& p, const Layout& at, const std::vector<double>& q,
+float row_softmax(const Problem& p, const Layout& at, const std::vector<double>& q,
                   const std::vector<double>& k, int64_t b, int64_t h, int64_t i, int64_t visible,
                   std::vector<float>& probs) {
   if (visible == 0) return -kInf;
@@ -73,8 +88,9 @@ float row_softmax(const detail::AttentionProblem& p, const Layout& at, const std
 
 double round_to(DType dtype, double value) { return round_float(dtype, static_cast<float>(value)); }
 
-BaselineForward baseline_forward(const detail::AttentionProblem& p, const std::vector<double>& q,
+BaselineForward baseline_forward(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
                                  const std::vector<double>& k, const std::vector<double>& v, int num_threads) {
+  const Problem p = problem_of(problem, dtype);
   const Layout at{p};
   BaselineForward result;
   result.out.assign(q.size(), 0.0);
@@ -104,9 +120,10 @@ BaselineForward baseline_forward(const detail::AttentionProblem& p, const std::v
   return result;
 }
 
-BaselineBackward baseline_backward(const detail::AttentionProblem& p, const std::vector<double>& q,
+BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& dout, int num_threads) {
+  const Problem p = problem_of(problem, dtype);
   const Layout at{p};
   const int64_t head_dim = p.head_dim;
   std::vector<float> dq_acc(q.size(), 0.0f);

@@ -1,4 +1,5 @@
-#include "accuracy/tolerance.h"
+// The accuracy rule of flashcore/accuracy.h.
+#include "flashcore/accuracy.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,6 @@
 
 #include "api/cuda_backend.h"
 #include "api/problem.h"
-#include "api/return_if_error.h"
 #include "cpu/cpu_backend.h"
 
 namespace flashcore {
@@ -60,6 +59,38 @@ Status backward(const BackwardParams& params) {
     case Backend::kAuto: break;
   }
   return Status::Internal("flashcore::backward: backend left unresolved");
+}
+
+Status host_scratch_bytes(const ForwardParams& params, std::size_t* bytes) {
+  if (bytes == nullptr) return Status::InvalidArgument("flashcore::host_scratch_bytes: bytes: is null");
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
+  *bytes = problem.backend == Backend::kCpu ? cpu::flash_forward_scratch_bytes(problem, params.num_threads) : 0;
+  return Status::Ok();
+}
+
+Status host_scratch_bytes(const BackwardParams& params, std::size_t* bytes) {
+  if (bytes == nullptr) return Status::InvalidArgument("flashcore::host_scratch_bytes: bytes: is null");
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
+  *bytes = problem.backend == Backend::kCpu ? cpu::flash_backward_scratch_bytes(problem, params.num_threads) : 0;
+  return Status::Ok();
+}
+
+Status selected_kernels(const ForwardParams& params, KernelFamily* family) {
+  if (family == nullptr) return Status::InvalidArgument("flashcore::selected_kernels: family: is null");
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
+  *family = KernelFamily::kAuto;
+  return problem.backend == Backend::kCuda ? cuda::forward_family(params, problem, family) : Status::Ok();
+}
+
+Status selected_kernels(const BackwardParams& params, KernelFamily* family) {
+  if (family == nullptr) return Status::InvalidArgument("flashcore::selected_kernels: family: is null");
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
+  *family = KernelFamily::kAuto;
+  return problem.backend == Backend::kCuda ? cuda::backward_family(params, problem, family) : Status::Ok();
 }
 
 }  // namespace flashcore

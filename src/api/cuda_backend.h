@@ -12,5 +12,8 @@ Status forward(const ForwardParams& params, const detail::AttentionProblem& prob
 Status backward_workspace_size(const BackwardParams& params, const detail::AttentionProblem& problem,
                                std::size_t* bytes);
 Status backward(const BackwardParams& params, const detail::AttentionProblem& problem);
+// The family forward() / backward() would run (KernelFamily::kAuto resolved).
+Status forward_family(const ForwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
+Status backward_family(const BackwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
 
 }  // namespace flashcore::cuda

@@ -14,5 +14,7 @@ Status backward_workspace_size(const BackwardParams&, const detail::AttentionPro
   return unavailable();
 }
 Status backward(const BackwardParams&, const detail::AttentionProblem&) { return unavailable(); }
+Status forward_family(const ForwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
+Status backward_family(const BackwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
 
 }  // namespace flashcore::cuda

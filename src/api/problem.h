@@ -17,6 +17,7 @@ struct AttentionProblem {
   DType dtype = DType::kFloat16;
   Device device = Device::kCPU;
   Backend backend = Backend::kAuto;  // resolved: never kAuto after validation
+  KernelFamily kernels = KernelFamily::kAuto;  // as requested (the CUDA dispatch resolves kAuto)
   float softmax_scale = 0.0f;        // resolved: the default already applied
   bool causal = false;
 

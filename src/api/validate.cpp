@@ -4,7 +4,6 @@
 #include <string>
 
 #include "api/problem.h"
-#include "api/return_if_error.h"
 
 namespace flashcore::detail {
 namespace {
@@ -94,8 +93,8 @@ constexpr const char* kLseDims = "(batch, heads_q, seqlen_q)";
 
 // The checks forward() and backward() share: q, k, v, the options, and the backend choice.
 Status check_common(const Checker& c, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const std::optional<float>& softmax_scale, bool causal, Backend backend, int num_threads,
-                    AttentionProblem* p) {
+                    const std::optional<float>& softmax_scale, bool causal, Backend backend, KernelFamily kernels,
+                    int num_threads, AttentionProblem* p) {
   FLASHCORE_RETURN_IF_ERROR(c.check_layout("q", q, 4, kQDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_layout("k", k, 4, kKDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_layout("v", v, 4, kKDims));
@@ -159,6 +158,20 @@ Status check_common(const Checker& c, const TensorView& q, const TensorView& k, 
     default:
       return c.fail("backend", "unknown backend value " + std::to_string(static_cast<int>(backend)));
   }
+  switch (kernels) {
+    case KernelFamily::kAuto: break;
+    case KernelFamily::kSm80:
+    case KernelFamily::kSm90:
+      if (p->backend != Backend::kCuda) {
+        return c.fail("kernels", std::string(kernel_family_name(kernels)) + " names GPU kernels, but the call runs on " +
+                                     backend_name(p->backend) + " (use kernels=auto)");
+      }
+      break;
+    default:
+      return c.fail("kernels", "unknown kernel family value " + std::to_string(static_cast<int>(kernels)) +
+                                   " (expected auto, sm80 or sm90)");
+  }
+  p->kernels = kernels;
   return Status::Ok();
 }
 
@@ -185,7 +198,7 @@ Status check_k_like(const Checker& c, const char* name, const TensorView& t, con
 Status validate_forward(const ForwardParams& params, AttentionProblem* problem) {
   const Checker c("flashcore::forward");
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
-                                         params.backend, params.num_threads, problem));
+                                         params.backend, params.kernels, params.num_threads, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   if (params.lse.present()) FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));
   return Status::Ok();
@@ -194,7 +207,7 @@ Status validate_forward(const ForwardParams& params, AttentionProblem* problem) 
 Status validate_backward(const BackwardParams& params, AttentionProblem* problem) {
   const Checker c("flashcore::backward");
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
-                                         params.backend, params.num_threads, problem));
+                                         params.backend, params.kernels, params.num_threads, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "dout", params.dout, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));

@@ -2,6 +2,9 @@
 // turns the Status into a return code plus a per-thread message. No logic of its own beyond that.
 #include "flashcore/c_api.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -23,6 +26,9 @@ static_assert(FLASHCORE_STATUS_OK == static_cast<int>(flashcore::StatusCode::kOk
               FLASHCORE_STATUS_CUDA_ERROR == static_cast<int>(flashcore::StatusCode::kCudaError) &&
               FLASHCORE_STATUS_INTERNAL == static_cast<int>(flashcore::StatusCode::kInternal));
 static_assert(FLASHCORE_MAX_RANK == flashcore::kMaxRank);
+static_assert(FLASHCORE_KERNELS_AUTO == static_cast<int>(flashcore::KernelFamily::kAuto) &&
+              FLASHCORE_KERNELS_SM80 == static_cast<int>(flashcore::KernelFamily::kSm80) &&
+              FLASHCORE_KERNELS_SM90 == static_cast<int>(flashcore::KernelFamily::kSm90));
 
 namespace {
 
@@ -104,12 +110,58 @@ Status to_backend(const char* function, int backend, flashcore::Backend* out) {
     if (!status_.ok()) return status_;    \
   } while (0)
 
-// The C arguments shared by backward and its workspace query, as C++ params.
+// The caller's options, read up to the size it was compiled with; fields past that keep their
+// defaults (an older caller never sees an option added after it was built).
+Status read_options(const char* function, const flashcore_options* given, flashcore_options* options) {
+  flashcore_options_init(options);
+  if (given == nullptr) return Status::Ok();
+  constexpr std::size_t kMinSize = offsetof(flashcore_options, has_softmax_scale) + sizeof(std::int32_t);
+  if (given->struct_size < kMinSize) {
+    return invalid(function, "options",
+                   "struct_size is " + std::to_string(given->struct_size) + "; call flashcore_options_init first");
+  }
+  std::memcpy(options, given, std::min(given->struct_size, sizeof(flashcore_options)));
+  options->struct_size = sizeof(flashcore_options);
+  return Status::Ok();
+}
+
+// The option fields every call shares, onto the C++ params (ForwardParams or BackwardParams).
+template <class Params>
+Status apply_options(const char* function, const flashcore_options& o, Params* params) {
+  FLASHCORE_C_RETURN_IF_ERROR(to_backend(function, o.backend, &params->backend));
+  if (o.kernels < FLASHCORE_KERNELS_AUTO || o.kernels > FLASHCORE_KERNELS_SM90) {
+    return invalid(function, "kernels",
+                   "unknown kernel family code " + std::to_string(o.kernels) + " (expected 0 = auto, 1 = sm80 or 2 = sm90)");
+  }
+  params->kernels = static_cast<flashcore::KernelFamily>(o.kernels);
+  // The C++ validation rejects a non-finite scale, naming softmax_scale.
+  if (o.has_softmax_scale != 0) params->softmax_scale = o.softmax_scale;
+  params->causal = o.causal != 0;
+  params->stream = o.stream;
+  params->num_threads = o.num_threads;
+  return Status::Ok();
+}
+
+Status to_forward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
+                         const flashcore_tensor* v, const flashcore_tensor* out, const flashcore_tensor* lse,
+                         const flashcore_options* given, flashcore::ForwardParams* params) {
+  flashcore_options options;
+  FLASHCORE_C_RETURN_IF_ERROR(read_options(function, given, &options));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "q", q, &params->q));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "k", k, &params->k));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "v", v, &params->v));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "out", out, &params->out));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "lse", lse, &params->lse));
+  return apply_options(function, options, params);
+}
+
 Status to_backward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
                           const flashcore_tensor* v, const flashcore_tensor* out, const flashcore_tensor* dout,
                           const flashcore_tensor* lse, const flashcore_tensor* dq, const flashcore_tensor* dk,
-                          const flashcore_tensor* dv, float softmax_scale, int causal, int deterministic,
-                          int backend, flashcore::BackwardParams* params) {
+                          const flashcore_tensor* dv, const flashcore_options* given,
+                          flashcore::BackwardParams* params) {
+  flashcore_options options;
+  FLASHCORE_C_RETURN_IF_ERROR(read_options(function, given, &options));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "q", q, &params->q));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "k", k, &params->k));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "v", v, &params->v));
@@ -119,10 +171,10 @@ Status to_backward_params(const char* function, const flashcore_tensor* q, const
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dq", dq, &params->dq));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dk", dk, &params->dk));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dv", dv, &params->dv));
-  FLASHCORE_C_RETURN_IF_ERROR(to_backend(function, backend, &params->backend));
-  params->softmax_scale = softmax_scale;
-  params->causal = causal != 0;
-  params->deterministic = deterministic != 0;
+  FLASHCORE_C_RETURN_IF_ERROR(apply_options(function, options, params));
+  params->deterministic = options.deterministic != 0;
+  params->workspace = options.workspace;
+  params->workspace_bytes = options.workspace_bytes;
   return Status::Ok();
 }
 
@@ -138,22 +190,18 @@ int flashcore_built_with_cuda(void) { return flashcore::built_with_cuda() ? 1 : 
 
 const char* flashcore_last_error(void) { return last_error.c_str(); }
 
+void flashcore_options_init(flashcore_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+}
+
 int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
-                      const flashcore_tensor* out, const flashcore_tensor* lse, float softmax_scale, int causal,
-                      int backend, void* stream, int num_threads) {
+                      const flashcore_tensor* out, const flashcore_tensor* lse, const flashcore_options* options) {
   constexpr const char* kFunction = "flashcore_forward";
   return guarded(kFunction, [&]() -> Status {
     flashcore::ForwardParams params;
-    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "q", q, &params.q));
-    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "k", k, &params.k));
-    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "v", v, &params.v));
-    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "out", out, &params.out));
-    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "lse", lse, &params.lse));
-    FLASHCORE_C_RETURN_IF_ERROR(to_backend(kFunction, backend, &params.backend));
-    params.softmax_scale = softmax_scale;
-    params.causal = causal != 0;
-    params.stream = stream;
-    params.num_threads = num_threads;
+    FLASHCORE_C_RETURN_IF_ERROR(to_forward_params(kFunction, q, k, v, out, lse, options, &params));
     return flashcore::forward(params);
   });
 }
@@ -162,14 +210,12 @@ int flashcore_backward_workspace_size(const flashcore_tensor* q, const flashcore
                                       const flashcore_tensor* v, const flashcore_tensor* out,
                                       const flashcore_tensor* dout, const flashcore_tensor* lse,
                                       const flashcore_tensor* dq, const flashcore_tensor* dk,
-                                      const flashcore_tensor* dv, float softmax_scale, int causal, int deterministic,
-                                      int backend, size_t* bytes) {
+                                      const flashcore_tensor* dv, const flashcore_options* options, size_t* bytes) {
   constexpr const char* kFunction = "flashcore_backward_workspace_size";
   return guarded(kFunction, [&]() -> Status {
     if (bytes == nullptr) return invalid(kFunction, "bytes", "is null");
     flashcore::BackwardParams params;
-    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, softmax_scale,
-                                                   causal, deterministic, backend, &params));
+    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, options, &params));
     std::size_t needed = 0;
     FLASHCORE_C_RETURN_IF_ERROR(flashcore::backward_workspace_size(params, &needed));
     *bytes = needed;
@@ -180,18 +226,35 @@ int flashcore_backward_workspace_size(const flashcore_tensor* q, const flashcore
 int flashcore_backward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
                        const flashcore_tensor* out, const flashcore_tensor* dout, const flashcore_tensor* lse,
                        const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv,
-                       float softmax_scale, int causal, int deterministic, int backend, void* stream,
-                       int num_threads, void* workspace, size_t workspace_bytes) {
+                       const flashcore_options* options) {
   constexpr const char* kFunction = "flashcore_backward";
   return guarded(kFunction, [&]() -> Status {
     flashcore::BackwardParams params;
-    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, softmax_scale,
-                                                   causal, deterministic, backend, &params));
-    params.stream = stream;
-    params.num_threads = num_threads;
-    params.workspace = workspace;
-    params.workspace_bytes = workspace_bytes;
+    FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, options, &params));
     return flashcore::backward(params);
+  });
+}
+
+int flashcore_selected_kernels(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,
+                               const flashcore_tensor* out, const flashcore_tensor* dout, const flashcore_tensor* lse,
+                               const flashcore_tensor* dq, const flashcore_tensor* dk, const flashcore_tensor* dv,
+                               int backward, const flashcore_options* options, int32_t* family) {
+  constexpr const char* kFunction = "flashcore_selected_kernels";
+  return guarded(kFunction, [&]() -> Status {
+    if (family == nullptr) return invalid(kFunction, "family", "is null");
+    flashcore::KernelFamily chosen = flashcore::KernelFamily::kAuto;
+    if (backward != 0) {
+      flashcore::BackwardParams params;
+      FLASHCORE_C_RETURN_IF_ERROR(
+          to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, options, &params));
+      FLASHCORE_C_RETURN_IF_ERROR(flashcore::selected_kernels(params, &chosen));
+    } else {
+      flashcore::ForwardParams params;
+      FLASHCORE_C_RETURN_IF_ERROR(to_forward_params(kFunction, q, k, v, out, lse, options, &params));
+      FLASHCORE_C_RETURN_IF_ERROR(flashcore::selected_kernels(params, &chosen));
+    }
+    *family = static_cast<int32_t>(chosen);
+    return Status::Ok();
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/log2e.h"
 #include "cpu/element.h"
 
 namespace flashcore::cpu {
@@ -17,7 +18,6 @@ namespace flashcore::cpu {
 inline constexpr std::int64_t kBlockM = 64;  // query rows per tile
 inline constexpr std::int64_t kBlockN = 64;  // key rows per tile
 
-inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }

@@ -23,6 +23,15 @@ struct RowStatStrides {
   std::int64_t head = 0;
 };
 
+// Facts of the device a call runs on, read from the driver once per device and process
+// (dispatch.cu) and handed down, so no launcher asks the driver again.
+struct DeviceInfo {
+  int ordinal = 0;
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 0;
+  int max_smem_per_block = 0;  // bytes, with the opt-in above 48 KB
+};
+
 // Sizes and score options shared by both passes.
 struct ProblemParams {
   int batch = 0;
@@ -35,7 +44,7 @@ struct ProblemParams {
   float softmax_scale = 0;   // for the natural-log LSE
   float scale_log2 = 0;      // softmax_scale * log2(e): scores go through exp2 with one FFMA
   bool causal = false;       // bottom-right aligned (common/mask.h)
-  int sm_count = 0;          // of the device the call runs on (persistent grids and split counts)
+  DeviceInfo device;         // persistent grids, split counts, shared-memory checks
 };
 
 struct FwdParams : ProblemParams {

@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "accuracy/baseline.h"
-#include "accuracy/tolerance.h"
+#include "common/reference_problem.h"
+#include "flashcore/accuracy.h"
 #include "api/problem.h"
 #include "common/attention_tensors.h"
 #include "cpu/reference.h"
@@ -38,7 +38,7 @@ std::int64_t lse_index(const AttentionShape& s, std::int64_t b, std::int64_t h, 
 }
 
 // The flash backend's forward and backward (the backward on the forward's own out and LSE), both
-// compared with the float64 reference under tolerance.h's rule, which demands the same non-finite
+// compared with the float64 reference under flashcore/accuracy.h's rule, which demands the same non-finite
 // values where the reference has them.
 void expect_matches_reference(AttentionTensors& t, const std::string& what) {
   SCOPED_TRACE(what + " (" + shape_name(t.shape) + ", " + dtype_name(t.dtype) + ")");
@@ -52,9 +52,11 @@ void expect_matches_reference(AttentionTensors& t, const std::string& what) {
   std::vector<double> ref_out, ref_lse, ref_dq, ref_dk, ref_dv;
   ASSERT_TRUE(cpu::reference_forward_f64(fwd, problem, &ref_out, &ref_lse).ok());
   ASSERT_TRUE(cpu::reference_backward_f64(bwd, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineForward base_fwd = baseline_forward(problem, t.q.values(), t.k.values(), t.v.values());
+  const BaselineForward base_fwd = baseline_forward(reference_problem(problem), problem.dtype,
+                                                    t.q.values(), t.k.values(), t.v.values());
   const BaselineBackward base_bwd =
-      baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+      baseline_backward(reference_problem(problem), problem.dtype,
+                        t.q.values(), t.k.values(), t.v.values(), t.dout.values());
 
   const Comparison checks[] = {
       compare_to_reference("out", t.dtype, 2.0, t.out.values(), base_fwd.out, ref_out),

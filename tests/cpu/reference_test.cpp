@@ -11,7 +11,7 @@
 
 #include "api/problem.h"
 #include "common/attention_tensors.h"
-#include "accuracy/tolerance.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "flashcore/attention.h"
 

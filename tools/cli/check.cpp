@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cpu/reference.h"
+#include "flashcore/reference.h"
 
 namespace flashcore::cli {
 namespace {
@@ -55,8 +55,8 @@ void finish(TensorCheck* c, double bound) {
   c->passed = c->nonfinite == 0 && c->max_abs_error <= bound;
 }
 
-detail::AttentionProblem attention_problem(const Shape& s) {
-  detail::AttentionProblem p;
+ReferenceProblem reference_problem(const Shape& s) {
+  ReferenceProblem p;
   p.batch = s.batch;
   p.seqlen_q = s.seqlen_q;
   p.seqlen_k = s.seqlen_k;
@@ -65,27 +65,25 @@ detail::AttentionProblem attention_problem(const Shape& s) {
   p.head_dim = s.head_dim;
   p.causal = s.causal;
   p.softmax_scale = softmax_scale(s);
-  p.backend = Backend::kCpuReference;
   return p;
 }
 
 }  // namespace
 
-HostOutputs reference_outputs(const Shape& shape, const HostInputs& in, int threads) {
-  const detail::AttentionProblem p = attention_problem(shape);
-  HostOutputs ref;
-  ref.out.resize(in.q.size());
-  ref.lse.resize(static_cast<std::size_t>(shape.lse_elements()));
-  cpu::reference_attention_forward(p, in.q.data(), in.k.data(), in.v.data(), ref.out.data(), ref.lse.data(),
-                                   threads);
+Status reference_outputs(const Shape& shape, const HostInputs& in, int threads, HostOutputs* ref) {
+  const ReferenceProblem p = reference_problem(shape);
+  ref->out.resize(in.q.size());
+  ref->lse.resize(static_cast<std::size_t>(shape.lse_elements()));
+  FLASHCORE_RETURN_IF_ERROR(reference_forward(p, in.q.data(), in.k.data(), in.v.data(), ref->out.data(),
+                                              ref->lse.data(), threads));
   if (!in.dout.empty()) {
-    ref.dq.resize(in.q.size());
-    ref.dk.resize(in.k.size());
-    ref.dv.resize(in.v.size());
-    cpu::reference_attention_backward(p, in.q.data(), in.k.data(), in.v.data(), in.dout.data(), ref.dq.data(),
-                                      ref.dk.data(), ref.dv.data(), threads);
+    ref->dq.resize(in.q.size());
+    ref->dk.resize(in.k.size());
+    ref->dv.resize(in.v.size());
+    FLASHCORE_RETURN_IF_ERROR(reference_backward(p, in.q.data(), in.k.data(), in.v.data(), in.dout.data(),
+                                                 ref->dq.data(), ref->dk.data(), ref->dv.data(), threads));
   }
-  return ref;
+  return Status::Ok();
 }
 
 CheckResult check_outputs(const HostOutputs& got, const HostOutputs& ref, DType element) {

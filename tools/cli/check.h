@@ -1,4 +1,4 @@
-// --check: compares a run's outputs with the float64 reference (src/cpu/reference.h) computed on
+// --check: compares a run's outputs with the float64 reference (flashcore/reference.h) computed on
 // the same rounded inputs.
 //
 // The bound is FIXED, not the tests' rule (tests/ compare with a plain same-precision
@@ -34,7 +34,7 @@ struct CheckResult {
 };
 
 // The float64 reference's outputs for these inputs (gradients too when inputs.dout is present).
-HostOutputs reference_outputs(const Shape& shape, const HostInputs& inputs, int threads);
+Status reference_outputs(const Shape& shape, const HostInputs& inputs, int threads, HostOutputs* outputs);
 
 // element: the dtype the implementation wrote out and the gradients in.
 CheckResult check_outputs(const HostOutputs& got, const HostOutputs& ref, DType element);

@@ -3,31 +3,13 @@
 #include <chrono>
 #include <cstring>
 
-#include "api/problem.h"
-#include "cpu/cpu_backend.h"
 #include "flashcore/attention.h"
-#include "api/return_if_error.h"
 #include "runner.h"
 
 namespace flashcore::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The CPU flash backend's own account of its scratch memory for this shape (src/cpu/cpu_backend.h).
-std::size_t flash_scratch_bytes(const Shape& s, DType dtype, bool backward, int threads) {
-  detail::AttentionProblem problem;
-  problem.batch = s.batch;
-  problem.seqlen_q = s.seqlen_q;
-  problem.seqlen_k = s.seqlen_k;
-  problem.heads_q = s.heads_q;
-  problem.heads_kv = s.heads_kv;
-  problem.head_dim = s.head_dim;
-  problem.dtype = dtype;
-  problem.causal = s.causal;
-  return backward ? cpu::flash_backward_scratch_bytes(problem, threads)
-                  : cpu::flash_forward_scratch_bytes(problem, threads);
-}
 
 class CpuExecutor final : public Executor {
  public:
@@ -46,7 +28,10 @@ class CpuExecutor final : public Executor {
     }
   }
 
-  Status forward() override {
+  Status forward() override { return flashcore::forward(forward_params()); }
+  Status backward() override { return flashcore::backward(backward_params()); }
+
+  ForwardParams forward_params() {
     ForwardParams p;
     p.q = q_view(q_.data());
     p.k = kv_view(k_.data());
@@ -57,10 +42,10 @@ class CpuExecutor final : public Executor {
     p.causal = job_.shape.causal;
     p.backend = backend_;
     p.num_threads = job_.threads;
-    return flashcore::forward(p);
+    return p;
   }
 
-  Status backward() override {
+  BackwardParams backward_params() {
     BackwardParams p;
     p.q = q_view(q_.data());
     p.k = kv_view(k_.data());
@@ -76,7 +61,7 @@ class CpuExecutor final : public Executor {
     p.deterministic = job_.deterministic;
     p.backend = backend_;
     p.num_threads = job_.threads;
-    return flashcore::backward(p);
+    return p;
   }
 
   Status synchronize() override { return Status::Ok(); }
@@ -121,8 +106,11 @@ class CpuExecutor final : public Executor {
     if (backend_ == Backend::kCpuReference) {
       return {std::nullopt, "not estimated for the float64 reference (it holds float64 copies of every tensor)"};
     }
-    return {flash_scratch_bytes(job_.shape, job_.dtype, job_.backward, job_.threads),
-            "the CPU backend's per-thread tiles, as it reports them"};
+    std::size_t bytes = 0;
+    const Status status = job_.backward ? host_scratch_bytes(backward_params(), &bytes)
+                                        : host_scratch_bytes(forward_params(), &bytes);
+    if (!status.ok()) return {std::nullopt, "not known: " + status.message()};
+    return {bytes, "the CPU backend's per-thread tiles, as it reports them"};
   }
 
  private:

@@ -2,7 +2,6 @@
 // usable device that --device auto relies on.
 #include "cuda_executor_base.h"
 #include "flashcore/attention.h"
-#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 namespace {
@@ -22,7 +21,17 @@ class CudaExecutor final : public CudaExecutorBase {
     return Status::Ok();
   }
 
-  Status forward() override {
+  Status forward() override { return flashcore::forward(forward_params()); }
+
+  std::string kernels(bool backward) override {
+    KernelFamily family = KernelFamily::kAuto;
+    const Status status =
+        backward ? selected_kernels(backward_params(), &family) : selected_kernels(forward_params(), &family);
+    return status.ok() ? kernel_family_name(family) : "";
+  }
+
+ private:
+  ForwardParams forward_params() const {
     ForwardParams p;
     p.q = q_view(q_);
     p.k = kv_view(k_);
@@ -32,9 +41,11 @@ class CudaExecutor final : public CudaExecutorBase {
     p.softmax_scale = softmax_scale(job_.shape);
     p.causal = job_.shape.causal;
     p.backend = Backend::kCuda;
-    return flashcore::forward(p);
+    p.kernels = job_.kernels;
+    return p;
   }
 
+ public:
   Status backward() override { return flashcore::backward(backward_params()); }
 
  private:
@@ -53,6 +64,7 @@ class CudaExecutor final : public CudaExecutorBase {
     p.causal = job_.shape.causal;
     p.deterministic = job_.deterministic;
     p.backend = Backend::kCuda;
+    p.kernels = job_.kernels;
     p.workspace = workspace_.data();
     p.workspace_bytes = workspace_.bytes();
     return p;

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 

@@ -8,10 +8,8 @@
 #include <new>
 #include <vector>
 
-#include "accuracy/baseline.h"
-#include "accuracy/tolerance.h"
-#include "api/problem.h"
-#include "cpu/reference.h"
+#include "flashcore/accuracy.h"
+#include "flashcore/reference.h"
 
 namespace flashcore::cli {
 namespace {
@@ -137,11 +135,6 @@ void judge(const char* name, DType dtype, double factor, const std::vector<doubl
   if (!c.ok) fail(result, c.message);
 }
 
-// The host views the float64 reference reads: contiguous copies of the inputs.
-struct ReferenceInputs {
-  std::vector<std::byte> q, k, v, dout;
-};
-
 ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) {
   ProblemResult result;
   const Shape& s = problem.shape;
@@ -179,21 +172,23 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
     if (call_failed(t->from_device(), "copy to the host", &result)) return result;
   }
 
-  // The reference's own view of the inputs: contiguous host copies, validated like any call.
-  ReferenceInputs ref_in{encode(inputs.q, dtype), encode(inputs.k, dtype), encode(inputs.v, dtype), {}};
-  ForwardParams ref = fwd;
-  ref.q = make_view(ref_in.q.data(), dtype, Device::kCPU, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  ref.k = make_view(ref_in.k.data(), dtype, Device::kCPU, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
-  ref.v = make_view(ref_in.v.data(), dtype, Device::kCPU, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
-  ref.out = ref.q;  // validated for its shape only; the reference writes its own vectors
-  ref.lse = TensorView{};
-  ref.backend = Backend::kCpuReference;
-  detail::AttentionProblem p;
-  if (call_failed(detail::validate_forward(ref, &p), "reference", &result)) return result;
-  std::vector<double> ref_out, ref_lse;
-  if (call_failed(cpu::reference_forward_f64(ref, p, &ref_out, &ref_lse), "reference", &result)) return result;
+  ReferenceProblem p;
+  p.batch = s.batch;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.head_dim = s.head_dim;
+  p.softmax_scale = *fwd.softmax_scale;
+  p.causal = s.causal;
+  std::vector<double> ref_out(inputs.q.size()), ref_lse(static_cast<size_t>(s.lse_elements()));
+  if (call_failed(reference_forward(p, inputs.q.data(), inputs.k.data(), inputs.v.data(), ref_out.data(),
+                                    ref_lse.data(), target.threads),
+                  "reference", &result)) {
+    return result;
+  }
   const accuracy::BaselineForward base =
-      accuracy::baseline_forward(p, inputs.q, inputs.k, inputs.v, target.threads);
+      accuracy::baseline_forward(p, dtype, inputs.q, inputs.k, inputs.v, target.threads);
   judge("out", dtype, 2.0, out.values(), base.out, ref_out, &result);
   judge("lse", DType::kFloat32, 2.0, lse.values(), base.lse, ref_lse, &result);
   if (!out.outside_view_untouched()) fail(&result, "out: written outside its view");
@@ -228,19 +223,14 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
     if (call_failed(t->from_device(), "copy to the host", &result)) return result;
   }
 
-  ref_in.dout = encode(inputs.dout, dtype);
-  BackwardParams ref_bwd;  // reference_backward_f64 reads q, k, v and dout only
-  ref_bwd.q = ref.q;
-  ref_bwd.k = ref.k;
-  ref_bwd.v = ref.v;
-  ref_bwd.dout = make_view(ref_in.dout.data(), dtype, Device::kCPU, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  ref_bwd.num_threads = target.threads;
-  std::vector<double> ref_dq, ref_dk, ref_dv;
-  if (call_failed(cpu::reference_backward_f64(ref_bwd, p, &ref_dq, &ref_dk, &ref_dv), "reference", &result)) {
+  std::vector<double> ref_dq(inputs.q.size()), ref_dk(inputs.k.size()), ref_dv(inputs.v.size());
+  if (call_failed(reference_backward(p, inputs.q.data(), inputs.k.data(), inputs.v.data(), inputs.dout.data(),
+                                     ref_dq.data(), ref_dk.data(), ref_dv.data(), target.threads),
+                  "reference", &result)) {
     return result;
   }
   const accuracy::BaselineBackward base_bwd =
-      accuracy::baseline_backward(p, inputs.q, inputs.k, inputs.v, inputs.dout, target.threads);
+      accuracy::baseline_backward(p, dtype, inputs.q, inputs.k, inputs.v, inputs.dout, target.threads);
   judge("dq", dtype, 3.0, dq.values(), base_bwd.dq, ref_dq, &result);
   judge("dk", dtype, 3.0, dk.values(), base_bwd.dk, ref_dk, &result);
   judge("dv", dtype, 3.0, dv.values(), base_bwd.dv, ref_dv, &result);

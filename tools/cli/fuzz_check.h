@@ -1,5 +1,5 @@
 // One fuzz problem, run and judged: flashcore's forward (and backward) through the public API on
-// the chosen device, against the float64 reference under FlashAttention's rule (src/accuracy/:
+// the chosen device, against the float64 reference under FlashAttention's rule (flashcore/accuracy.h:
 // error at most 2x, 3x for gradients, that of a plain same-precision implementation, plus 2 ulp).
 //
 // Every output buffer, padding included, is NaN before the call, so an element left unwritten

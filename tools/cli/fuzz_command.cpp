@@ -1,14 +1,14 @@
 // `flashcore fuzz`: draw, check, shrink, report.
 #include "fuzz_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
-
-#include "cpu/parallel_for.h"
 
 #include "flashcore/flashcore.h"
 #include "fuzz_check.h"
@@ -60,6 +60,27 @@ std::string open_device(const FuzzOptions& o, std::unique_ptr<FuzzMemory>* memor
   summary->device = "cuda";
   summary->hardware = cuda_device_name();
   return "";
+}
+
+// How many problems run at once: --jobs, 0 meaning one per hardware thread, never more than there
+// are problems.
+int job_count(int requested, std::int64_t count) {
+  const std::int64_t jobs = requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(jobs, count)));
+}
+
+// Calls body(i) for every i in [0, count) on `jobs` threads, handing out indices one at a time so
+// slow problems do not hold the others up. body must not throw.
+template <typename Body>
+void run_jobs(std::int64_t count, int jobs, const Body& body) {
+  std::atomic<std::int64_t> next{0};
+  const auto drain = [&] {
+    for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) body(i);
+  };
+  std::vector<std::thread> threads;
+  for (int j = 1; j < jobs; ++j) threads.emplace_back(drain);
+  drain();
+  for (std::thread& t : threads) t.join();
 }
 
 const char* kernels_name(KernelFamily kernels) {
@@ -126,10 +147,10 @@ int fuzz_command(int argc, const char* const* argv) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<FuzzProblem> problems(static_cast<std::size_t>(summary.count));
   std::vector<ProblemResult> results(problems.size());
-  const int jobs = cpu::worker_count(o.jobs, summary.count);
+  const int jobs = job_count(o.jobs, summary.count);
   FuzzTarget job_target = target;
   if (jobs > 1) job_target.threads = 1;
-  cpu::parallel_for(summary.count, jobs, [&](std::int64_t i, int) {
+  run_jobs(summary.count, jobs, [&](std::int64_t i) {
     const std::size_t at = static_cast<std::size_t>(i);
     problems[at] = o.problem.empty() ? draw_problem(problem_seed(o.seed, i), limits) : single;
     results[at] = check_problem(problems[at], job_target);

@@ -5,7 +5,6 @@
 // already rounded to --dtype, are re-encoded to it, which is exact for a float32 rung.
 #include "cuda_executor_base.h"
 #include "ladder.h"
-#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 namespace {

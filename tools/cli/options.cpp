@@ -77,13 +77,26 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
     }
     return true;
   }
+  if (flag == "--kernels") {
+    if (value == "auto") {
+      o->kernels = KernelFamily::kAuto;
+    } else if (value == "sm80") {
+      o->kernels = KernelFamily::kSm80;
+    } else if (value == "sm90") {
+      o->kernels = KernelFamily::kSm90;
+    } else {
+      *error = "--kernels: expected auto, sm80 or sm90, got '" + std::string(value) + "'";
+      return false;
+    }
+    return true;
+  }
   *error = "unknown option '" + std::string(flag) + "'";
   return false;
 }
 
 bool takes_value(std::string_view flag) {
   for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
-                            "--device", "--impl", "--repeats", "--warmup", "--seed", "--threads"}) {
+                            "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads"}) {
     if (flag == known) return true;
   }
   return false;
@@ -177,7 +190,8 @@ std::string usage() {
   std::string text =
       "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
-      "                     [--deterministic] [--impl " + impls + "] [--check] [--json]\n"
+      "                     [--deterministic] [--kernels auto|sm80|sm90] [--impl " + impls + "]\n"
+      "                     [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
       "  Runs attention on seeded random Q, K, V (B, S, H, D layout) and prints the median and p90 time\n"
       "  over --repeats runs after --warmup runs (CPU default 3 after 1, CUDA 50 after 10; --repeats 0\n"
@@ -189,6 +203,8 @@ std::string usage() {
       "              accumulator slice per key-block column, summed in a fixed order; the CPU\n"
       "              backend always is)\n"
       "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
+      "  --kernels   CUDA: the GPU kernel family; auto (default) takes sm90 on an H100/H200 where it\n"
+      "              serves the head dim, else sm80; sm80 or sm90 forces one (FLASHCORE_KERNELS too)\n"
       "  --impl      flashcore (default) | reference (the float64 CPU oracle, rounded to --dtype)\n";
   if (!rungs.empty()) text += "              | a teaching-ladder rung, on CUDA:\n" + rungs;
   text +=

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "flashcore/attention.h"
 #include "flashcore/tensor.h"
 
 namespace flashcore::cli {
@@ -22,6 +23,7 @@ struct Options {
   bool backward = false;
   bool deterministic = false;  // backward: bit-identical gradients run after run
   DeviceChoice device = DeviceChoice::kAuto;
+  KernelFamily kernels = KernelFamily::kAuto;  // CUDA: which GPU kernel family (--kernels)
   std::string impl = "flashcore";
   bool check = false;
   bool json = false;

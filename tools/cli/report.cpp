@@ -77,6 +77,10 @@ void print_text(const Report& r) {
   std::printf("flashcore run: %s%s\n", r.backward ? "forward + backward" : "forward",
               r.deterministic ? " (deterministic)" : "");
   std::printf("  impl      %s on %s (%s)\n", r.impl.c_str(), r.device.c_str(), r.hardware.c_str());
+  if (!r.kernels_forward.empty()) {
+    std::printf("  kernels   forward %s%s%s\n", r.kernels_forward.c_str(), r.kernels_backward.empty() ? "" : ", backward ",
+                r.kernels_backward.c_str());
+  }
   std::printf("  shape     batch %lld, seqlen_q %lld, seqlen_k %lld, heads %lld (kv %lld), head_dim %lld, %s%s\n",
               static_cast<long long>(s.batch), static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
               static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
@@ -121,6 +125,8 @@ void print_json(const Report& r) {
   json += "\"impl\": " + json_string(r.impl);
   json += ", \"device\": " + json_string(r.device);
   json += ", \"hardware\": " + json_string(r.hardware);
+  json += ", \"kernels_forward\": " + (r.kernels_forward.empty() ? std::string("null") : json_string(r.kernels_forward));
+  json += ", \"kernels_backward\": " + (r.kernels_backward.empty() ? std::string("null") : json_string(r.kernels_backward));
   json += ", \"dtype\": " + json_string(dtype_name(r.element));
   json += ", \"input_dtype\": " + json_string(dtype_name(r.input_dtype));
   json += ", \"batch\": " + std::to_string(s.batch);

@@ -14,6 +14,9 @@ struct Report {
   std::string impl;
   std::string device;    // "cpu" or "cuda"
   std::string hardware;  // e.g. "8 threads" or the GPU's name
+  // The GPU kernel family each pass ran (flashcore on CUDA only; empty otherwise).
+  std::string kernels_forward;
+  std::string kernels_backward;
   DType element = DType::kFloat16;      // what the implementation computed in
   DType input_dtype = DType::kFloat16;  // what the inputs were rounded to (--dtype)
   Shape shape;

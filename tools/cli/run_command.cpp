@@ -9,7 +9,6 @@
 #include "check.h"
 #include "flashcore/flashcore.h"
 #include "report.h"
-#include "api/return_if_error.h"
 #include "run_loop.h"
 #include "runner.h"
 #include "stats.h"
@@ -93,6 +92,7 @@ Status run_and_check(const Options& o, bool on_cuda, Report* report) {
   job.dtype = o.dtype;
   job.backward = o.backward;
   job.deterministic = o.deterministic;
+  job.kernels = o.kernels;
   job.threads = o.threads;
   job.inputs = &inputs;
   std::unique_ptr<Executor> executor;
@@ -105,14 +105,17 @@ Status run_and_check(const Options& o, bool on_cuda, Report* report) {
   plan.read_outputs = o.check;
   RunRecord record;
   FLASHCORE_RETURN_IF_ERROR(run_loop(*executor, plan, &record));
+  report->kernels_forward = executor->kernels(false);
+  if (o.backward) report->kernels_backward = executor->kernels(true);
 
   summarize_timings(record, o.backward, report);
   report->extra_memory_bytes = record.memory.extra_bytes;
   report->extra_memory_how = record.memory.how;
   report->standard_attention_bytes = standard_attention_bytes(report->shape, report->element);
   if (record.outputs) {
-    report->check = check_outputs(*record.outputs, reference_outputs(report->shape, inputs, o.threads),
-                                  report->element);
+    HostOutputs reference;
+    FLASHCORE_RETURN_IF_ERROR(reference_outputs(report->shape, inputs, o.threads, &reference));
+    report->check = check_outputs(*record.outputs, reference, report->element);
   }
   return Status::Ok();
 }
@@ -139,6 +142,9 @@ int run_command(const Options& o) {
     if (const std::string error = ladder_request_error(o.impl, shape, o.dtype, o.backward); !error.empty()) {
       return usage_error(error);
     }
+  }
+  if (o.kernels != KernelFamily::kAuto && (!on_cuda || o.impl != "flashcore")) {
+    return usage_error("--kernels: picks flashcore's GPU kernels; it needs --impl flashcore on --device cuda");
   }
   if (on_cuda && !built_with_cuda()) return failure("--device cuda: this flashcore was built without CUDA");
   if (on_cuda && !cuda_device_present()) return failure("--device cuda: no CUDA device is present");

@@ -1,7 +1,6 @@
 // The warm-up, timing and checked passes of one run.
 #include "run_loop.h"
 
-#include "api/return_if_error.h"
 
 namespace flashcore::cli {
 namespace {

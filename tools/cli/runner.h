@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flashcore/attention.h"
 #include "flashcore/tensor.h"
 #include "host_data.h"
 
@@ -38,6 +39,8 @@ class Executor {
   virtual Status end_forward() = 0;
   virtual Status end_pass(double* forward_ms, double* total_ms) = 0;
   virtual MemoryUse memory_use() = 0;
+  // The GPU kernel family a pass runs ("" where that does not apply).
+  virtual std::string kernels(bool /*backward*/) { return ""; }
 };
 
 // What every executor is built from.
@@ -46,6 +49,7 @@ struct Job {
   DType dtype = DType::kFloat16;  // the run's element type (--dtype)
   bool backward = false;
   bool deterministic = false;  // the backward's deterministic mode (BackwardParams::deterministic)
+  KernelFamily kernels = KernelFamily::kAuto;  // CUDA: the GPU kernel family (--kernels)
   int threads = 0;
   const HostInputs* inputs = nullptr;
 };

@@ -1,4 +1,5 @@
-// Views and conversions of mma.sync register fragments (m16n8k16 atoms), shared by kernels.
+// Views and conversions of MMA register fragments, shared by kernel families: mma.sync's m16n8
+// atoms (sm80) and wgmma's m64nN atoms (sm90) spread a row over the 4 lanes of a quad alike.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -6,15 +7,24 @@
 
 namespace flashcore::cuda {
 
-// The fp32 accumulator of an m16n8 atom holds, per thread, (col, col+1) x (row, row+8): its
-// layout is ((2 cols, 2 rows), MMA_M, MMA_N). View it as (rows, cols) = ((2, MMA_M), (2, MMA_N))
-// so row-wise softmax code can index [row][col].
+// A thread's fp32 accumulator values as (rows, cols), so row-wise softmax code can index
+// [row][col] whatever produced them:
+//   mma.sync m16n8: per thread (col, col+1) x (row, row+8), layout ((2 cols, 2 rows), MMA_M,
+//     MMA_N), viewed as ((2, MMA_M), (2, MMA_N));
+//   wgmma m64nN: the same pairs repeated every 8 columns, ((2 cols, 2 rows, N/8), MMA_M, MMA_N),
+//     viewed as ((2, MMA_M), (2, N/8, MMA_N)).
 template <class Layout>
 __forceinline__ __device__ auto accumulator_as_rows_cols(Layout acc_layout) {
   using namespace cute;
-  static_assert(decltype(rank<0>(acc_layout))::value == 2);
-  return make_layout(make_layout(get<0, 1>(acc_layout), get<1>(acc_layout)),
-                     make_layout(get<0, 0>(acc_layout), get<2>(acc_layout)));
+  constexpr int kAtomRank = decltype(rank<0>(acc_layout))::value;
+  static_assert(kAtomRank == 2 || kAtomRank == 3);
+  if constexpr (kAtomRank == 2) {
+    return make_layout(make_layout(get<0, 1>(acc_layout), get<1>(acc_layout)),
+                       make_layout(get<0, 0>(acc_layout), get<2>(acc_layout)));
+  } else {
+    return make_layout(make_layout(get<0, 1>(acc_layout), get<1>(acc_layout)),
+                       make_layout(get<0, 0>(acc_layout), get<0, 2>(acc_layout), get<2>(acc_layout)));
+  }
 }
 
 // An accumulator tile of S (M x N, C layout) reused as the A operand of the next product (M x K

@@ -1,9 +1,12 @@
-// Which scores a query row may see, applied to an accumulator tile: keys past seqlen_k and, when
-// causal, keys after the query's diagonal (bottom-right aligned: key j is visible to query i iff
-// j <= i + seqlen_k - seqlen_q). Masked scores become -inf so exp() gives exactly 0.
+// Which (query, key) pairs attention may use: keys past seqlen_k never, and when causal, keys after
+// the query's diagonal (bottom-right aligned: key j is visible to query i iff
+// j <= i + seqlen_k - seqlen_q). One rule for every kernel family and both passes.
 //
-// The trip-count helpers let the mainloop run the few tiles that need a mask separately from the
-// many that do not.
+// Trip counts let mainloops run the few tiles that need a mask separately from the many that do
+// not: the forward walks the key blocks of a query block (n_block_end, n_block_unmasked), the
+// backward the query blocks of a key block (m_block_min, tile_needs_mask). The forward masks
+// scores to -inf (exp gives exactly 0); the backward sets masked probabilities to exactly 0, so P
+// adds nothing to dV and dS = P (dP - D) is 0 too, whatever the softmax scale's sign.
 #pragma once
 
 #include <cmath>
@@ -36,6 +39,25 @@ struct AttentionMask {
       full_keys = min(full_keys, max(first_row_visible, 0));
     }
     return full_keys / block_n;
+  }
+
+  __forceinline__ __host__ __device__ int diagonal() const { return seqlen_k - seqlen_q; }
+
+  // First query block that sees any key of the key block starting at n0 (key block [n0, n0 +
+  // block_n) is seen by queries i >= n0 - diagonal() only).
+  __forceinline__ __host__ __device__ int m_block_min(int n0, int block_m) const {
+    return causal ? max(n0 - diagonal(), 0) / block_m : 0;
+  }
+
+  // Whether tile (m0, n0) holds any pair that must be masked: keys past seqlen_k, or (causal)
+  // keys after the diagonal of the tile's first row. Query rows past seqlen_q need no mask in the
+  // backward: their lse_log2 is +inf, so their P is already 0.
+  __forceinline__ __host__ __device__ bool tile_needs_mask(int m0, int n0, int block_n) const {
+    return n0 + block_n > seqlen_k || (causal && m0 + diagonal() < n0 + block_n - 1);
+  }
+
+  __forceinline__ __host__ __device__ bool visible(int row, int col) const {
+    return col < seqlen_k && (!causal || col <= row + diagonal());
   }
 
   // Set the masked entries of an accumulator tile to -inf. `coords` is the identity tensor of the

@@ -6,10 +6,10 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/common/copy.h"
+#include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
 #include "cuda/sm80/bwd_dq_accum.h"
-#include "cuda/sm80/bwd_params.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -47,23 +47,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
 
   // Fragments -> smem (kBlockM, kHeadDim) -> 16-byte row stores, rows past seqlen_q skipped.
   Tensor sdQ = make_tensor(make_smem_ptr(smem_dq), typename Traits::SmemLayoutQdO{});  // (kBlockM, kHeadDim)
-  auto smem_copy_dq = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_dq);
-  auto smem_thr_copy_dq = smem_copy_dq.get_thread_slice(tid);
-  copy(smem_copy_dq, smem_thr_copy_dq.retile_S(rdQ), smem_thr_copy_dq.partition_D(sdQ));
+  fragment_to_smem(typename Traits::SmemCopyAtomStore{}, tiled_mma_dq, rdQ, sdQ, tid);
   __syncthreads();
 
   const int m0 = m_block * kBlockM;
-  Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_batch_stride +
-                                         head * params.dq_head_stride + m0 * params.dq_row_stride),
-                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_row_stride, _1{}));
-  typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
-  auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
-  Tensor tdQsdQ = gmem_thr_copy_store.partition_S(sdQ);  // (CPY, CPY_M, CPY_d)
-  Tensor tdQgdQ = gmem_thr_copy_store.partition_D(gdQ);
-  Tensor tdQcdQ = gmem_thr_copy_store.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  Tensor tdQrdQ = make_tensor<Element>(shape(tdQgdQ));
-  copy(gmem_tiled_copy_store, tdQsdQ, tdQrdQ);
-  copy_tile_predicated(gmem_tiled_copy_store, tdQrdQ, tdQgdQ, tdQcdQ, params.seqlen_q - m0, params.head_dim);
+  Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_strides.batch +
+                                         head * params.dq_strides.head + m0 * params.dq_strides.row),
+                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_strides.row, _1{}));
+  smem_to_gmem<typename Traits::GmemTiledCopyStore>(sdQ, gdQ, params.seqlen_q - m0, params.head_dim, tid);
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -24,13 +24,15 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/common/copy.h"
+#include "cuda/sm80/copy.h"
+#include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
-#include "cuda/common/gemm.h"
+#include "cuda/sm80/gemm.h"
 #include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_dq_accum.h"
-#include "cuda/sm80/bwd_mask.h"
-#include "cuda/sm80/bwd_params.h"
+#include "cuda/sm80/bwd_epilogue.h"
+#include "cuda/common/mask.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int batch = blockIdx.z;
   const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
   const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
-  const BwdMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
 
   // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
@@ -136,8 +138,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   constexpr int kRows = decltype(size<0>(tScS_rc))::value;
   constexpr int kCols = decltype(size<1>(tScS_rc))::value;
 
-  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_batch_stride;
-  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride;
+  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_strides.batch;
+  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch;
   const int rows_per_head = params.seqlen_q_rounded;
 
   // Q, dO, lse_log2 and D of (query head, query block) into buffer `stage`; rows past seqlen_q
@@ -154,10 +156,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       float* dst = (is_lse ? smem_lse : smem_dsum) + stage * kBlockM + i;
       SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>::copy(*reinterpret_cast<const uint128_t*>(src), *reinterpret_cast<uint128_t*>(dst));
     }
-    Tensor gQ = make_tensor(make_gmem_ptr(q_base + head * params.q_head_stride + row0 * params.q_row_stride),
-                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_row_stride, _1{}));
-    Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_head_stride + row0 * params.do_row_stride),
-                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_row_stride, _1{}));
+    Tensor gQ = make_tensor(make_gmem_ptr(q_base + head * params.q_strides.head + row0 * params.q_strides.row),
+                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_strides.row, _1{}));
+    Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_strides.head + row0 * params.do_strides.row),
+                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_strides.row, _1{}));
     const int rows_left = params.seqlen_q - m_block * kBlockM;
     cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)), tQcQ, rows_left,
                             params.head_dim);
@@ -176,12 +178,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
 
     if (n_block != static_cast<int>(blockIdx.x)) __syncthreads();  // the last epilogue is done with sK, sV
     {
-      const std::int64_t k_offset = batch * params.k_batch_stride + kv_head * params.k_head_stride + n0 * params.k_row_stride;
-      const std::int64_t v_offset = batch * params.v_batch_stride + kv_head * params.v_head_stride + n0 * params.v_row_stride;
+      const std::int64_t k_offset = batch * params.k_strides.batch + kv_head * params.k_strides.head + n0 * params.k_strides.row;
+      const std::int64_t v_offset = batch * params.v_strides.batch + kv_head * params.v_strides.head + n0 * params.v_strides.row;
       Tensor gK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
-                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_row_stride, _1{}));
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_strides.row, _1{}));
       Tensor gV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
-                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_row_stride, _1{}));
+                              Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.v_strides.row, _1{}));
       cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gK), gmem_thr_copy.partition_D(sK), tKVcKV, rows_k,
                               params.head_dim);
       cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gV), gmem_thr_copy.partition_D(sV), tKVcKV, rows_k,
@@ -270,7 +272,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
           clear(acc_dq);
           gemm_smem_smem(tiled_mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, smem_copy_ds, smem_copy_kt, tid);
-          add_dq_partial(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
+          DqAccumulate::add(acc_dq, dq_accum + dq_accum_tile_offset<kHeadDim>(params, batch, head, m0), smem_dq_stage, warp,
                          lane);
         };
         if constexpr (kStages == 1) {
@@ -308,38 +310,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     }
 
     // Epilogue: dK (times the softmax scale) and dV through K's and V's smem tiles.
-    drain_dq_partials(lane);  // deterministic mode: the next key block adds to the same tiles
+    DqAccumulate::drain(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dk); ++i) acc_dk(i) *= params.softmax_scale;
-    Tensor rdK = convert_fragment<Element>(acc_dk);
-    Tensor rdV = convert_fragment<Element>(acc_dv);
-    auto smem_copy_dkv = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma_dkv);
-    auto smem_thr_copy_dkv = smem_copy_dkv.get_thread_slice(tid);
-    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdK), smem_thr_copy_dkv.partition_D(sK));
-    copy(smem_copy_dkv, smem_thr_copy_dkv.retile_S(rdV), smem_thr_copy_dkv.partition_D(sV));
-    __syncthreads();
-
-    const std::int64_t dk_offset = batch * params.dk_batch_stride + kv_head * params.dk_head_stride + n0 * params.dk_row_stride;
-    const std::int64_t dv_offset = batch * params.dv_batch_stride + kv_head * params.dv_head_stride + n0 * params.dv_row_stride;
-    Tensor gdK = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dk) + dk_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dk_row_stride, _1{}));
-    Tensor gdV = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dv) + dv_offset),
-                             Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.dv_row_stride, _1{}));
-    typename Traits::GmemTiledCopyStore gmem_tiled_copy_store;
-    auto gmem_thr_copy_store = gmem_tiled_copy_store.get_thread_slice(tid);
-    Tensor tdKsdK = gmem_thr_copy_store.partition_S(sK);  // (CPY, CPY_N, CPY_d)
-    Tensor tdVsdV = gmem_thr_copy_store.partition_S(sV);
-    Tensor tdKgdK = gmem_thr_copy_store.partition_D(gdK);
-    Tensor tdVgdV = gmem_thr_copy_store.partition_D(gdV);
-    Tensor tdKVcdKV = gmem_thr_copy_store.partition_D(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-    Tensor tdKrdK = make_tensor<Element>(shape(tdKgdK));
-    Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
-    copy(gmem_tiled_copy_store, tdKsdK, tdKrdK);
-    copy(gmem_tiled_copy_store, tdVsdV, tdVrdV);
-    copy_tile_predicated(gmem_tiled_copy_store, tdKrdK, tdKgdK, tdKVcdKV, rows_k, params.head_dim);
-    copy_tile_predicated(gmem_tiled_copy_store, tdVrdV, tdVgdV, tdKVcdKV, rows_k, params.head_dim);
+    store_dk_dv<Traits>(params, acc_dk, acc_dv, tiled_mma_dkv, sK, sV, batch, kv_head, n0, tid);
   }
 }
 

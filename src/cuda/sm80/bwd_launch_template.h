@@ -34,21 +34,15 @@ template <class Traits>
 Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   static_assert(kSeqlenQRounding % Traits::kBlockM == 0 && kSeqlenQRounding % kPreprocessRowsPerCta == 0);
 
-  int device = 0;
-  int max_smem = 0;
-  int cc_major = 0;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
   // The kernel's sm90 code stages dQ in shared memory (bwd_dq_accum.h). Sizing by the device, not
   // by the code the driver picks, is safe both ways: sm80 code on an sm90 device leaves the extra
   // bytes unused.
-  const int smem_bytes = cc_major >= 9 ? Traits::kSmemBytesSm90 : Traits::kSmemBytes;
-  if (max_smem < smem_bytes) {
+  const int smem_bytes = params.device.compute_capability >= 90 ? Traits::kSmemBytesSm90 : Traits::kSmemBytes;
+  if (params.device.max_smem_per_block < smem_bytes) {
     return Status::NotSupported("flashcore::backward: the sm80 backward kernel for head_dim " +
                                 std::to_string(params.head_dim) + " needs " + std::to_string(smem_bytes) +
-                                " bytes of shared memory per block; device " + std::to_string(device) +
-                                " offers " + std::to_string(max_smem));
+                                " bytes of shared memory per block; device " + std::to_string(params.device.ordinal) +
+                                " offers " + std::to_string(params.device.max_smem_per_block));
   }
 
   const std::size_t dq_accum_bytes =

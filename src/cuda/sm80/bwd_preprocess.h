@@ -8,7 +8,8 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/sm80/bwd_params.h"
+#include "common/log2e.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -24,9 +25,9 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int lane = threadIdx.x % 32;
-  const auto* o = static_cast<const Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
-  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
-  const float* lse = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
+  const auto* o = static_cast<const Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
+  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch + head * params.do_strides.head;
+  const float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
   const std::int64_t row_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
 
   for (int r = threadIdx.x / 32; r < kPreprocessRowsPerCta; r += kWarps) {
@@ -34,8 +35,8 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
     float dot = 0.0f;
     if (row < params.seqlen_q) {
       for (int col = lane * kVec; col < params.head_dim; col += 32 * kVec) {
-        const uint4 o_raw = *reinterpret_cast<const uint4*>(o + row * params.o_row_stride + col);
-        const uint4 do_raw = *reinterpret_cast<const uint4*>(d_o + row * params.do_row_stride + col);
+        const uint4 o_raw = *reinterpret_cast<const uint4*>(o + row * params.o_strides.row + col);
+        const uint4 do_raw = *reinterpret_cast<const uint4*>(d_o + row * params.do_strides.row + col);
         const auto* o_vec = reinterpret_cast<const Element*>(&o_raw);
         const auto* do_vec = reinterpret_cast<const Element*>(&do_raw);
         CUTE_UNROLL
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
       float lse_log2 = INFINITY;
       if (row < params.seqlen_q) {
         const float value = lse[row];
-        if (value != -INFINITY) lse_log2 = value * 1.4426950408889634f;  // log2(e)
+        if (value != -INFINITY) lse_log2 = value * static_cast<float>(kLog2e);
       }
       params.lse_log2[row_offset + row] = lse_log2;
     }

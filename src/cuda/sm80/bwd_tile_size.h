@@ -44,4 +44,8 @@ constexpr BwdTileSize bwd_tile_size(int head_dim) {
                            : BwdTileSize{64, 64, 8, 4, 2, 2, 1};
 }
 
+// Padding of seqlen_q in the sm80 backward's workspace: a multiple of every backward kBlockM, so a
+// query block's rows never index past the buffers and need no bounds checks there.
+inline constexpr int kSeqlenQRounding = 128;
+
 }  // namespace flashcore::cuda::sm80

@@ -16,30 +16,17 @@
 
 #include <cute/tensor.hpp>
 
-#include "cuda/common/copy.h"
+#include "cuda/sm80/copy.h"
+#include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
-#include "cuda/common/gemm.h"
+#include "cuda/sm80/fwd_epilogue.h"
+#include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/softmax.h"
-#include "cuda/sm80/fwd_params.h"
+#include "cuda/common/tile_scheduler.h"
+#include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
-
-// A query block that sees no key at all (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
-template <class Traits>
-__device__ void write_empty_block(const FwdParams& params, int m_block, int head, int batch) {
-  using Element = typename Traits::Element;
-  const int m0 = m_block * Traits::kBlockM;
-  const int rows = min(Traits::kBlockM, params.seqlen_q - m0);
-  Element* o = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
-  for (int i = threadIdx.x; i < rows * params.head_dim; i += Traits::kNThreads) {
-    o[(m0 + i / params.head_dim) * params.o_row_stride + i % params.head_dim] = Element(0.0f);
-  }
-  if (params.lse != nullptr) {
-    float* lse = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
-    for (int i = threadIdx.x; i < rows; i += Traits::kNThreads) lse[m0 + i] = -INFINITY;
-  }
-}
 
 template <class Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
@@ -51,10 +38,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x;
-  // Causal: the last query blocks see the most keys; launching them first shortens the tail.
-  const int m_block = kIsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  const TileCoord tile = SingleTileScheduler<kIsCausal>::tile();  // causal: longest query blocks first
+  const int m_block = tile.block;
+  const int head = tile.head;
+  const int batch = tile.batch;
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
 
@@ -68,18 +55,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
   // head_dim are predicated off.
-  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
-  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
-  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_batch_stride + head * params.o_head_stride;
+  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch + head * params.q_strides.head;
+  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch + kv_head * params.k_strides.head;
+  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch + kv_head * params.v_strides.head;
+  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
   Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
-                          make_stride(params.q_row_stride, _1{}));
+                          make_stride(params.q_strides.row, _1{}));
   Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
-                          make_stride(params.k_row_stride, _1{}));
+                          make_stride(params.k_strides.row, _1{}));
   Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
-                          make_stride(params.v_row_stride, _1{}));
+                          make_stride(params.v_strides.row, _1{}));
   Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
-                          make_stride(params.o_row_stride, _1{}));
+                          make_stride(params.o_strides.row, _1{}));
   Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (kBlockN, kHeadDim, n)
@@ -196,39 +183,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   for (; n_block >= n_block_unmasked; --n_block) process_key_block(n_block, std::true_type{});
   for (; n_block >= 0; --n_block) process_key_block(n_block, std::false_type{});
 
-  // Epilogue: normalise, stage O through Q's shared memory, store rows that exist.
+  // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
   softmax.finalize(acc_o, params.softmax_scale, lse);
-  Tensor rO = convert_fragment<Element>(acc_o);
-  Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});  // (kBlockM, kHeadDim)
-  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
-  auto smem_thr_copy_o = smem_copy_o.get_thread_slice(tid);
-  __syncthreads();  // every warp is done reading Q from smem before O overwrites it
-  copy(smem_copy_o, smem_thr_copy_o.retile_S(rO), smem_thr_copy_o.partition_D(sO));
-  __syncthreads();
-
-  typename Traits::GmemTiledCopyStore gmem_tiled_copy_o;
-  auto gmem_thr_copy_o = gmem_tiled_copy_o.get_thread_slice(tid);
-  Tensor tOsO = gmem_thr_copy_o.partition_S(sO);  // (CPY, CPY_M, CPY_K)
-  Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
-  Tensor tOrO = make_tensor<Element>(shape(tOgO));
-  copy(gmem_tiled_copy_o, tOsO, tOrO);
-  Tensor tOcO = gmem_thr_copy_o.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  copy_tile_predicated(gmem_tiled_copy_o, tOrO, tOgO, tOcO, rows_q, params.head_dim);
-
-  if (params.lse != nullptr) {
-    // Lanes of a quad hold the same rows; the one holding column 0 writes.
-    Tensor tOcAcc = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    Tensor rows_cols = make_tensor(tOcAcc.data(), accumulator_as_rows_cols(tOcAcc.layout()));
-    if (get<1>(rows_cols(0, 0)) == 0) {
-      float* lse_ptr = params.lse + batch * params.lse_batch_stride + head * params.lse_head_stride;
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int row = get<0>(rows_cols(r, 0));
-        if (row < rows_q) lse_ptr[m0 + row] = lse[r];
-      }
-    }
-  }
+  store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
 }  // namespace flashcore::cuda::sm80

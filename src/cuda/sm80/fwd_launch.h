@@ -1,10 +1,10 @@
-// Declaration of the sm80 forward launchers; definitions are instantiated one (dtype, head dim)
-// per file in src/cuda/instantiations/ so the build parallelises.
+// The sm80 family's forward entry point for dispatch.cu, instantiated one (dtype, head dim) per
+// file in src/cuda/instantiations/ so the build parallelises.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "cuda/sm80/fwd_params.h"
+#include "cuda/params.h"
 #include "flashcore/tensor.h"
 
 namespace flashcore::cuda::sm80 {

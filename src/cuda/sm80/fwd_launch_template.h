@@ -20,7 +20,8 @@ Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   }
-  const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
+  const dim3 grid = SingleTileScheduler<kIsCausal>::grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM,
+                                                          params.heads_q, params.batch);
   kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
   return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm80 forward kernel");
 }

@@ -1,18 +1,17 @@
-// Tile copies for ragged edges: rows past the sequence end and columns past head_dim.
-//
-// Loads (global -> shared, cp.async) zero-fill what lies outside, so it adds nothing to a dot
+// Tile loads for ragged edges (rows past the sequence end, columns past head_dim) with sm80's
+// cp.async. Loads (global -> shared) zero-fill what lies outside, so it adds nothing to a dot
 // product and never feeds NaN/Inf garbage into 0 * x; the zeros come from the cp.async itself
 // (a source size of 0 bytes reads nothing and writes 16 zero bytes), not from a separate
 // shared-memory store: a predicated store beside every cp.async cost ~5 extra issued
 // instructions per 16-byte vector (docs/tuning/forward.md v7, backward.md v5).
-// Stores (registers -> global) skip what lies outside.
+// Stores skip what lies outside (common/epilogue.h).
 #pragma once
 
 #include <cstdint>
 
 #include <cute/tensor.hpp>
 
-namespace flashcore::cuda {
+namespace flashcore::cuda::sm80 {
 
 // src/dst: (CPY, CPY_ROWS, CPY_COLS) partitions of one tile, CPY being one 16-byte vector;
 // coords: the tile's identity tensor partitioned the same way; rows_left / cols_left: how many
@@ -35,19 +34,4 @@ __forceinline__ __device__ void cp_async_tile_zero_fill(Src const& src, Dst&& ds
   }
 }
 
-// Registers -> global: copies the vectors inside the tile and skips the rest.
-template <class TiledCopy, class Src, class Dst, class Coord>
-__forceinline__ __device__ void copy_tile_predicated(TiledCopy const& tiled_copy, Src const& src, Dst&& dst,
-                                                     Coord const& coords, int rows_left, int cols_left) {
-  using namespace cute;
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(dst); ++m) {
-    const bool row_inside = get<0>(coords(0, m, 0)) < rows_left;
-    CUTE_UNROLL
-    for (int k = 0; k < size<2>(dst); ++k) {
-      if (row_inside && get<1>(coords(0, m, k)) < cols_left) copy(tiled_copy, src(_, m, k), dst(_, m, k));
-    }
-  }
-}
-
-}  // namespace flashcore::cuda
+}  // namespace flashcore::cuda::sm80

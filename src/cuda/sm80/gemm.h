@@ -8,7 +8,7 @@
 
 #include <cute/tensor.hpp>
 
-namespace flashcore::cuda {
+namespace flashcore::cuda::sm80 {
 
 // acc += A B with both operands streamed from shared memory.
 //   tCrA (MMA, MMA_M, MMA_K) / tCrB (MMA, MMA_N, MMA_K): register fragments;
@@ -44,4 +44,4 @@ __forceinline__ __device__ void gemm_reg_smem(TiledMma const& tiled_mma, Acc& ac
   }
 }
 
-}  // namespace flashcore::cuda
+}  // namespace flashcore::cuda::sm80

@@ -1,0 +1,64 @@
+// flashcore/reference.h: checks the problem, then runs the CPU float64 reference (cpu/reference.h).
+#include "flashcore/reference.h"
+
+#include <cmath>
+#include <string>
+
+#include "api/problem.h"
+#include "cpu/reference.h"
+
+namespace flashcore {
+namespace {
+
+Status to_problem(const char* function, const ReferenceProblem& r, detail::AttentionProblem* p) {
+  const auto fail = [&](const char* name, const std::string& what) {
+    return Status::InvalidArgument(std::string(function) + ": " + name + ": " + what);
+  };
+  if (r.batch < 1 || r.seqlen_q < 1 || r.seqlen_k < 1 || r.heads_q < 1 || r.heads_kv < 1 || r.head_dim < 1) {
+    return fail("problem", "batch, seqlens, heads and head_dim must all be at least 1");
+  }
+  if (r.heads_q % r.heads_kv != 0) return fail("problem", "heads_q must be a multiple of heads_kv");
+  if (!std::isfinite(r.softmax_scale)) return fail("problem", "softmax_scale must be finite");
+  p->batch = r.batch;
+  p->seqlen_q = r.seqlen_q;
+  p->seqlen_k = r.seqlen_k;
+  p->heads_q = r.heads_q;
+  p->heads_kv = r.heads_kv;
+  p->head_dim = r.head_dim;
+  p->softmax_scale = static_cast<float>(r.softmax_scale);
+  p->causal = r.causal;
+  p->backend = Backend::kCpuReference;
+  return Status::Ok();
+}
+
+Status check_pointers(const char* function, std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, pointer] : pointers) {
+    if (pointer == nullptr) return Status::InvalidArgument(std::string(function) + ": " + name + ": is null");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status reference_forward(const ReferenceProblem& problem, const double* q, const double* k, const double* v,
+                         double* out, double* lse, int num_threads) {
+  constexpr const char* kFn = "flashcore::reference_forward";
+  detail::AttentionProblem p;
+  FLASHCORE_RETURN_IF_ERROR(to_problem(kFn, problem, &p));
+  FLASHCORE_RETURN_IF_ERROR(check_pointers(kFn, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"lse", lse}}));
+  cpu::reference_attention_forward(p, q, k, v, out, lse, num_threads);
+  return Status::Ok();
+}
+
+Status reference_backward(const ReferenceProblem& problem, const double* q, const double* k, const double* v,
+                          const double* dout, double* dq, double* dk, double* dv, int num_threads) {
+  constexpr const char* kFn = "flashcore::reference_backward";
+  detail::AttentionProblem p;
+  FLASHCORE_RETURN_IF_ERROR(to_problem(kFn, problem, &p));
+  FLASHCORE_RETURN_IF_ERROR(
+      check_pointers(kFn, {{"q", q}, {"k", k}, {"v", v}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}}));
+  cpu::reference_attention_backward(p, q, k, v, dout, dq, dk, dv, num_threads);
+  return Status::Ok();
+}
+
+}  // namespace flashcore
