@@ -4,8 +4,11 @@
 #
 #   bash scripts/device.sh [STEP...]     default: build test
 #   build      configure (preset sm90-sm90a: code for compute capability 9.0 only, for quick builds) and build everything
-#   test       ctest: CPU and GPU suites
-#   sanitize   compute-sanitizer memcheck + racecheck on the GPU tests named *Sanitize*
+#   test       ctest: CPU and GPU suites (kernels=auto: on an H100 the sm90 forward and the sm80
+#              backward), then the GPU suite again with every family forced in turn
+#              (FLASHCORE_KERNELS=sm80, then sm90 on the forward tests), so each family runs the grid
+#   sanitize   compute-sanitizer memcheck, racecheck, synccheck and initcheck on the GPU tests named
+#              *Sanitize*, once per kernel family
 #   python     the Python package's tests on CUDA tensors, against the library just built
 #   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run; profile: Nsight
 #              Compute on flashcore's kernels. COMMIT=<sha> names the commit (it wins over a .git, which a copied tree may carry stale).
@@ -45,15 +48,25 @@ for step in "$@"; do
       else
         ctest --preset "$preset" --output-on-failure >"$out/ctest.log" 2>&1 || status=1
         grep -E "tests passed|Failed|FAILED|\*\*\*" "$out/ctest.log" | head -40
+        for family in sm80 sm90; do
+          filter='*'
+          [ "$family" = sm90 ] && filter='*CudaForward*:*KernelFamily*-*d32*'  # sm90 has no d32 kernel
+          FLASHCORE_KERNELS=$family "$gpu_tests" --gtest_filter="$filter" >"$out/gpu_tests_$family.log" 2>&1 || status=1
+          echo "gpu tests, FLASHCORE_KERNELS=$family: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/gpu_tests_$family.log" | tr '\n' ' ')"
+        done
       fi
       ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool "$tool" --error-exitcode 3 "$gpu_tests" --gtest_filter='*Sanitize*' \
-          >"$out/sanitize_$tool.log" 2>&1
-        rc=$?
-        echo "compute-sanitizer $tool: exit $rc"; tail -4 "$out/sanitize_$tool.log"
-        [ $rc -eq 0 ] || status=1
+      for family in sm80 sm90; do
+        filter='*Sanitize*'
+        [ "$family" = sm90 ] && filter='*CudaForwardSanitize*'
+        for tool in memcheck racecheck synccheck initcheck; do
+          FLASHCORE_KERNELS=$family compute-sanitizer --tool "$tool" --error-exitcode 3 "$gpu_tests" \
+            --gtest_filter="$filter" >"$out/sanitize_${family}_$tool.log" 2>&1
+          rc=$?
+          echo "compute-sanitizer $tool ($family): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sanitize_${family}_$tool.log" | tr '\n' ' ')"
+          [ $rc -eq 0 ] || status=1
+        done
       done
       ;;
     python)

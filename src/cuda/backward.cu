@@ -1,6 +1,7 @@
 // flashcore::cuda::backward and backward_workspace_size: check what only the CUDA path needs
-// (device, pointers, alignment), size the chosen kernel's workspace (allocating it on the stream
-// when the caller gave none), fill the arch-neutral BwdParams and launch.
+// (device, pointers), size the chosen kernel's workspace (allocating it on the stream when the
+// caller gave none), stage copies when the kernels cannot read the tensors in place (staging.h),
+// fill the arch-neutral BwdParams and launch.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/dispatch.h"
+#include "cuda/staging.h"
 
 namespace flashcore::cuda {
 namespace {
@@ -43,15 +45,32 @@ BwdParams make_params(const BackwardParams& params, const detail::AttentionProbl
   return kp;
 }
 
+// The problem the kernels see and whether it runs on staged copies.
+detail::AttentionProblem kernel_problem(const BackwardParams& params, const detail::AttentionProblem& p, bool* staged) {
+  *staged = needs_staging(p, {&params.q, &params.k, &params.v, &params.out, &params.dout, &params.dq, &params.dk,
+                              &params.dv});
+  return *staged ? staged_problem(p) : p;
+}
+
+// Launches on the given workspace (the caller's, or one from the stream-ordered allocator).
+Status launch(const BwdKernel& kernel, const BackwardParams& params, const detail::AttentionProblem& kp,
+              const DeviceInfo& device, const BwdWorkspace& workspace, void* buffer, cudaStream_t stream) {
+  BwdParams bp = make_params(params, kp, device);
+  workspace.carve(buffer, &bp);
+  return kernel.launch(bp, stream);
+}
+
 }  // namespace
 
 Status backward_workspace_size(const BackwardParams& params, const detail::AttentionProblem& p, std::size_t* bytes) {
   constexpr const char* kSizeFn = "flashcore::backward_workspace_size";
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kSizeFn, &device));
+  bool staged = false;
+  const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const BwdKernel* kernel = nullptr;
-  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kSizeFn, p, params.kernels, device, &kernel));
-  *bytes = kernel->workspace(make_params(params, p, device), kernel->head_dim).total_bytes;
+  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kSizeFn, kp, params.kernels, device, &kernel));
+  *bytes = kernel->workspace(make_params(params, kp, device), kernel->head_dim).total_bytes;
   return Status::Ok();
 }
 
@@ -65,17 +84,11 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& p)
       {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"dout", &params.dout},
        {"lse", &params.lse}, {"dq", &params.dq}, {"dk", &params.dk}, {"dv", &params.dv},
        {"workspace", &workspace_view}}));
+  bool staged = false;
+  const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const BwdKernel* kernel = nullptr;
-  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kFn, p, params.kernels, device, &kernel));
-  for (const auto& [name, tensor] : {std::pair{"q", &params.q}, {"k", &params.k}, {"v", &params.v},
-                                     {"out", &params.out}, {"dout", &params.dout}, {"dq", &params.dq},
-                                     {"dk", &params.dk}, {"dv", &params.dv}}) {
-    FLASHCORE_RETURN_IF_ERROR(check_row_alignment(kFn, name, *tensor));
-  }
-  BwdParams kp = make_params(params, p, device);
-  const BwdWorkspace workspace = kernel->workspace(kp, kernel->head_dim);
-
-  const auto stream = static_cast<cudaStream_t>(params.stream);
+  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kFn, kp, params.kernels, device, &kernel));
+  const BwdWorkspace workspace = kernel->workspace(make_params(params, kp, device), kernel->head_dim);
   if (params.workspace != nullptr) {
     if (params.workspace_bytes < workspace.total_bytes) {
       return Status::InvalidArgument(std::string(kFn) + ": workspace: workspace_bytes is " +
@@ -85,26 +98,46 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& p)
     if (reinterpret_cast<std::uintptr_t>(params.workspace) % 16 != 0) {
       return Status::InvalidArgument(std::string(kFn) + ": workspace: must be 16-byte aligned");
     }
-    workspace.carve(params.workspace, &kp);
-    return kernel->launch(kp, stream);
   }
 
-  // No workspace given: borrow one from the stream-ordered allocator; it is freed on the same
-  // stream after the last kernel, also when a launch failed.
-  void* buffer = nullptr;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, workspace.total_bytes, stream));
-  workspace.carve(buffer, &kp);
-  const Status status = kernel->launch(kp, stream);
-  const Status freed = cuda_status(cudaFreeAsync(buffer, stream), "cudaFreeAsync(workspace)");
-  return status.ok() ? freed : status;
+  const auto stream = static_cast<cudaStream_t>(params.stream);
+  StagingArea area(stream);
+  BackwardParams s = params;
+  if (staged) {
+    FLASHCORE_RETURN_IF_ERROR(area.stage_input(params.q, kp.head_dim, &s.q));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_input(params.k, kp.head_dim, &s.k));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_input(params.v, kp.head_dim, &s.v));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_input(params.out, kp.head_dim, &s.out));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_input(params.dout, kp.head_dim, &s.dout));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_output(params.dq, kp.head_dim, &s.dq));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_output(params.dk, kp.head_dim, &s.dk));
+    FLASHCORE_RETURN_IF_ERROR(area.stage_output(params.dv, kp.head_dim, &s.dv));
+  }
+  if (params.workspace != nullptr) {
+    FLASHCORE_RETURN_IF_ERROR(launch(*kernel, s, kp, device, workspace, params.workspace, stream));
+  } else {
+    // No workspace given: borrow one from the stream-ordered allocator; it is freed on the same
+    // stream after the last kernel, also when a launch failed.
+    void* buffer = nullptr;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&buffer, workspace.total_bytes, stream));
+    const Status status = launch(*kernel, s, kp, device, workspace, buffer, stream);
+    const Status freed = cuda_status(cudaFreeAsync(buffer, stream), "cudaFreeAsync(workspace)");
+    FLASHCORE_RETURN_IF_ERROR(status.ok() ? freed : status);
+  }
+  if (!staged) return Status::Ok();
+  FLASHCORE_RETURN_IF_ERROR(area.unstage(s.dq, params.dq));
+  FLASHCORE_RETURN_IF_ERROR(area.unstage(s.dk, params.dk));
+  return area.unstage(s.dv, params.dv);
 }
 
 Status backward_family(const BackwardParams& params, const detail::AttentionProblem& p, KernelFamily* family) {
   constexpr const char* kFamilyFn = "flashcore::selected_kernels";
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFamilyFn, &device));
+  bool staged = false;
   const BwdKernel* kernel = nullptr;
-  FLASHCORE_RETURN_IF_ERROR(select_backward_kernel(kFamilyFn, p, params.kernels, device, &kernel));
+  FLASHCORE_RETURN_IF_ERROR(
+      select_backward_kernel(kFamilyFn, kernel_problem(params, p, &staged), params.kernels, device, &kernel));
   *family = kernel->family;
   return Status::Ok();
 }

@@ -74,14 +74,10 @@ Status check_device_pointers(const char* function, const DeviceInfo& device,
   return Status::Ok();
 }
 
-Status check_row_alignment(const char* function, const char* name, const TensorView& t) {
+bool rows_aligned(const TensorView& t) {
   const std::int64_t elems = 16 / static_cast<std::int64_t>(dtype_size(t.dtype));
-  const bool aligned = reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride[0] % elems == 0 &&
-                       t.stride[1] % elems == 0 && t.stride[2] % elems == 0;
-  if (aligned) return Status::Ok();
-  return Status::NotSupported(std::string(function) + ": " + name +
-                              ": the CUDA kernels need 16-byte aligned rows (data pointer aligned to 16 bytes, "
-                              "batch/seqlen/head strides multiples of " + std::to_string(elems) + " elements)");
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride[0] % elems == 0 && t.stride[1] % elems == 0 &&
+         t.stride[2] % elems == 0;
 }
 
 }  // namespace flashcore::cuda

@@ -56,8 +56,8 @@ Status resolve_family(const char* function, KernelFamily requested, KernelFamily
 Status check_kernel_limits(const char* function, const detail::AttentionProblem& p) {
   const std::string fn(function);
   if (p.head_dim % 8 != 0) {
-    return Status::NotSupported(fn + ": head_dim: the CUDA kernels need a multiple of 8, got " +
-                                std::to_string(p.head_dim) + " (pad head_dim, or use the CPU backend)");
+    return Status::Internal(fn + ": head_dim: the kernels need a multiple of 8, got " + std::to_string(p.head_dim) +
+                            " (staging.h should have rounded it up)");
   }
   // Heads and batch index the grid's y and z; seqlens stay below 2^31 with room for tile rounding.
   constexpr std::int64_t kMaxGridYZ = 65535;

@@ -125,20 +125,30 @@ TEST(CudaForwardSanitize, SmallGrid) {
   }
 }
 
-TEST(CudaForwardErrors, RejectsWhatTheKernelsCannotRun) {
+// What the kernels cannot read in place runs on staged copies (src/cuda/staging.h): head dims
+// that are not a multiple of 8, and rows that are not 16-byte aligned (strides padded by 3).
+TEST(CudaForwardStaged, HeadDimsNotAMultipleOf8AndUnalignedRows) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  AttentionTensors t({1, 16, 16, 2, 2, 36, false}, DType::kFloat16, Layout::kContiguous, 3);
-  DeviceAttentionTensors dev(t);
-  Status status = forward(dev.forward_params());
-  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
-  EXPECT_NE(status.message().find("head_dim"), std::string::npos) << status.message();
+  const AttentionShape shapes[] = {{1, 16, 16, 2, 2, 36, false}, {2, 77, 130, 4, 2, 1, true},
+                                   {1, 130, 77, 2, 1, 100, true}, {1, 65, 65, 2, 2, 250, false}};
+  for (const AttentionShape& s : shapes) {
+    for (Layout layout : {Layout::kContiguous, Layout::kPadded}) {
+      AttentionTensors t(s, DType::kBFloat16, layout, 13);
+      check_cuda_forward(t, nullptr);
+    }
+  }
+  AttentionTensors aligned_d64_padded({1, 300, 300, 2, 2, 64, true}, DType::kFloat16, Layout::kPadded, 14);
+  check_cuda_forward(aligned_d64_padded, nullptr);
+}
 
+TEST(CudaForwardErrors, RejectsPointersThatAreNotDeviceMemory) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   // A host pointer tagged as CUDA memory is refused before any kernel touches it.
   AttentionTensors h({1, 16, 16, 2, 2, 64, false}, DType::kFloat16, Layout::kContiguous, 5);
   DeviceAttentionTensors dev64(h);
   ForwardParams params = dev64.forward_params();
   params.q.data = h.q.view().data;
-  status = forward(params);
+  const Status status = forward(params);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("q"), std::string::npos) << status.message();
 }
