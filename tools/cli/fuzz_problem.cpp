@@ -54,13 +54,13 @@ std::int64_t draw_head_dim(Random& r) {
   return r.uniform(1, 256);
 }
 
-TensorLayout draw_layout(Random& r, bool aligned_rows) {
+TensorLayout draw_layout(Random& r) {
   TensorLayout layout;
   const std::int64_t pick = r.uniform(0, 9);
   if (pick < 4) return layout;
   layout.kind = pick < 7 ? LayoutKind::kPadded : LayoutKind::kHeadsMajor;
+  // Half the paddings keep 16-byte rows (8 elements), half do not.
   layout.pad = r.chance(0.5) ? 8 : r.uniform(layout.kind == LayoutKind::kPadded ? 1 : 0, 9);
-  if (aligned_rows) layout.pad = (layout.pad + 7) / 8 * 8;
   return layout;
 }
 
@@ -150,8 +150,8 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   s.causal = r.chance(0.5);
   p.dtype = r.chance(0.5) ? DType::kFloat16 : DType::kBFloat16;
   p.backward = r.chance(0.5);
-  p.inputs = draw_layout(r, limits.aligned_rows);
-  p.outputs = draw_layout(r, limits.aligned_rows);
+  p.inputs = draw_layout(r);
+  p.outputs = draw_layout(r);
   p.input_seed = r.next() >> 16;  // fits the run command's --seed in any integer parser
   fit_to_cap(&s, limits.max_elements);
   return p;
@@ -273,7 +273,7 @@ std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
     });
   }
   if (s.head_dim > 1) with([](FuzzProblem& c) { c.shape.head_dim /= 2; });
-  if (s.head_dim > 8 && (s.head_dim / 2) % 8 != 0) {  // a multiple of 8 too, which CUDA kernels can take
+  if (s.head_dim > 8 && (s.head_dim / 2) % 8 != 0) {  // and to a multiple of 8: the kernels' direct path
     with([](FuzzProblem& c) { c.shape.head_dim = (c.shape.head_dim / 2 + 7) / 8 * 8; });
   }
   if (p.backward) with([](FuzzProblem& c) { c.backward = false; });

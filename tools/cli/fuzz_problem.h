@@ -39,7 +39,6 @@ struct FuzzLimits {
   // Cap on batch * heads_q * seqlen_q * seqlen_k, the score-matrix entries the float64 reference
   // and the same-precision baseline compute (each costing about head_dim multiply-adds a product).
   std::int64_t max_elements = 0;
-  bool aligned_rows = false;  // CUDA: paddings in multiples of 8 elements (16-byte rows)
 };
 
 // The seed of problem `index` of a run seeded `seed`: problems are independent, so one can be drawn
@@ -48,7 +47,8 @@ std::uint64_t problem_seed(std::uint64_t seed, std::int64_t index);
 
 // A random problem, biased toward what breaks kernels: small and ragged seqlens (tile edges,
 // seqlen 1), seqlen_q != seqlen_k both ways, GQA and MQA, head dims off the usual list, strided
-// views.
+// views (odd paddings too, whose rows are not 16-byte aligned). The same seed and limits give the
+// same problem on every device.
 FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits);
 
 // batch * heads_q * seqlen_q * seqlen_k.
