@@ -1,5 +1,6 @@
-// flashcore: run attention on random data, time it, and check it against the float64 reference.
-// See `flashcore --help`; exit codes in run_command.h.
+// flashcore: run attention on random data, time it, and check it against the float64 reference
+// (`flashcore run`), or check many random problems (`flashcore fuzz`). See `flashcore --help`;
+// exit codes in run_command.h.
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   }
   if (help) {
     std::printf("%s", usage().c_str());
+    std::printf("flashcore fuzz: random problems checked against the float64 reference (flashcore fuzz --help)\n");
     return kExitOk;
   }
   return run_command(options);
