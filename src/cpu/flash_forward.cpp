@@ -6,8 +6,8 @@
 // Non-finite inputs follow the plain formula (attention.h): a NaN or +inf score, or a row whose
 // every visible score is -inf, makes the row's output and LSE NaN; an infinity in v reaches the
 // rows whose probabilities weight it. The hot loop pays nothing for this: the running sum carries
-// a NaN by itself, the max is checked only in the rare all -inf branch, and v tiles are scanned
-// once per load (masked_products.h).
+// a NaN by itself, NaN is looked for only in the rare all -inf branch, and only the v tiles of
+// partly masked blocks are scanned for non-finite values (masked_products.h says why).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
