@@ -16,6 +16,21 @@
 //            A query row that sees no key at all (causal with seqlen_q > seqlen_k) gets an output
 //            of 0 and an LSE of -inf; its gradients are 0.
 //
+// Non-finite inputs (NaN or ±inf in q, k or v) give what the plain formula
+// softmax(s) = exp(s - max s) / sum exp(s - max s) computes over the keys a row sees; masked keys
+// are never read. So for a query row:
+//   - a NaN score, a +inf score (inf - inf), or every visible score -inf (0 / 0): the row's
+//     output and LSE are NaN;
+//   - a -inf score among finite ones: that key gets probability 0;
+//   - ±inf or NaN in v_j: the rows that see key j get it in that column of their output
+//     (±inf times a positive weight, NaN where infinities of both signs meet);
+// and the gradients follow the same formula's backward (dq, dk, dv are NaN or infinite wherever it
+// multiplies or adds those values; e.g. a NaN row of q makes dk and dv NaN for every key it sees).
+// Rows that see no key keep output 0 and LSE -inf whatever their masked keys hold. Where a
+// probability underflows to 0 in one precision but not another, 0 * inf may read NaN in one and
+// inf in the other; the CPU backend is tested against the float64 reference on inputs where none
+// does. The CUDA kernels are not yet held to these rules.
+//
 // Every call returns a Status. A rejected call writes nothing; its message names the argument
 // and what was expected.
 #pragma once

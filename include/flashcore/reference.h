@@ -1,7 +1,8 @@
 // The float64 reference: exact softmax attention and its gradients computed in double, one query
 // row at a time over every key, sharing no masking or softmax code with the fast paths. It is the
 // oracle the tests, the CLI's --check and the fuzzer compare against; ForwardParams with
-// Backend::kCpuReference runs the same math rounded to the output dtype.
+// Backend::kCpuReference runs the same math rounded to the output dtype. NaN and infinities in the
+// inputs go through the plain formula unguarded (attention.h, "Non-finite inputs").
 //
 // Arrays are contiguous float64 in the API's order (attention.h):
 //   q, out, dq, dout: (batch, seqlen_q, heads_q, head_dim)

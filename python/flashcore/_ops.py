@@ -116,6 +116,18 @@ def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
     return tuple(torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
 
 
+def _refuse_double_backward(q, k, v):
+    """The backward is a library call autograd cannot see into, so its gradients carry no graph:
+    a second-order gradient through it would silently be missing (or zero). Refuse it where it is
+    asked for: create_graph=True makes autograd run this backward with grad mode on."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        raise RuntimeError(
+            "flashcore: double backward is not supported: flash_attn_func's backward is not itself "
+            "differentiable, so a gradient taken with create_graph=True (for a second-order gradient, "
+            "a gradient penalty or a Hessian-vector product) would have no graph. Use create_graph=False, "
+            "or torch.nn.functional.scaled_dot_product_attention where second-order gradients are needed.")
+
+
 def _setup_context(ctx, inputs, output):
     q, k, v, softmax_scale, causal, deterministic = inputs
     out, lse = output
@@ -126,6 +138,7 @@ def _setup_context(ctx, inputs, output):
 def _op_backward(ctx, dout, dlse):
     # The LSE is an auxiliary output the public functions never return, so dlse carries nothing.
     q, k, v, out, lse = ctx.saved_tensors
+    _refuse_double_backward(q, k, v)
     dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
     return dq, dk, dv, None, None, None
 
@@ -148,6 +161,7 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
+        _refuse_double_backward(q, k, v)
         dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
         return dq, dk, dv, None, None, None
 

@@ -5,11 +5,27 @@ Options flashcore does not implement yet raise NotImplementedError naming the op
 silently ignored.
 """
 
+import math
+import numbers
+
+import torch
+
 from flashcore._ops import attention
 from flashcore._tensors import check_attention_inputs, check_tensor
 
 
+def _check_window_size(window_size):
+    """window_size must be a pair of ints, as in flash_attn (where None is an error too)."""
+    if not isinstance(window_size, (tuple, list)):
+        raise TypeError(f"flashcore: window_size: expected a (left, right) pair of ints, got "
+                        f"{type(window_size).__name__} {window_size!r}; (-1, -1) means no window")
+    if len(window_size) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, bool)
+                                        for w in window_size):
+        raise ValueError(f"flashcore: window_size: expected a (left, right) pair of ints, got {window_size!r}")
+
+
 def _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
+    _check_window_size(window_size)
     if dropout_p != 0.0:
         raise NotImplementedError(f"flashcore: dropout_p={dropout_p} is not supported yet (only 0.0)")
     if tuple(window_size) != (-1, -1):
@@ -23,11 +39,30 @@ def _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_at
         raise NotImplementedError("flashcore: return_attn_probs=True is not supported yet (only False)")
 
 
+def _softmax_scale(softmax_scale, headdim):
+    """The scale as a finite float: None gives 1/sqrt(headdim); a real number or a one-element
+    tensor is taken as is; anything else (a string, a bool, a tensor of several elements, NaN, inf)
+    is an error naming softmax_scale, rather than float()'s message or a silent coercion."""
+    if softmax_scale is None:
+        return headdim ** (-0.5)
+    if isinstance(softmax_scale, torch.Tensor):
+        if softmax_scale.numel() != 1 or softmax_scale.is_complex() or softmax_scale.dtype == torch.bool:
+            raise TypeError(f"flashcore: softmax_scale: expected a number or a one-element real tensor, got a "
+                            f"{softmax_scale.dtype} tensor of shape {tuple(softmax_scale.shape)}")
+        value = float(softmax_scale.item())
+    elif isinstance(softmax_scale, numbers.Real) and not isinstance(softmax_scale, bool):
+        value = float(softmax_scale)
+    else:
+        raise TypeError(f"flashcore: softmax_scale: expected a number or None, got "
+                        f"{type(softmax_scale).__name__} {softmax_scale!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"flashcore: softmax_scale: must be finite, got {value}")
+    return value
+
+
 def _attention(q, k, v, softmax_scale, causal, deterministic):
     check_attention_inputs(q, k, v)
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** (-0.5)
-    return attention(q, k, v, float(softmax_scale), bool(causal), bool(deterministic))
+    return attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic))
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

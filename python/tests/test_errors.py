@@ -141,3 +141,71 @@ def test_errors_leave_no_graph_behind():
     with pytest.raises(ValueError):
         flash_attn_func(q, k, v)
     assert q.grad is None
+
+
+@pytest.mark.parametrize("window_size,error", [
+    (None, TypeError),
+    (-1, TypeError),
+    ("-1,-1", TypeError),
+    ((-1,), ValueError),
+    ((-1, -1, -1), ValueError),
+    ((-1.0, -1), ValueError),
+    ((True, -1), ValueError),
+])
+def test_bad_window_size_names_the_argument(window_size, error):
+    with pytest.raises(error, match="window_size: expected a \\(left, right\\) pair of ints"):
+        flash_attn_func(*qkv(), window_size=window_size)
+
+
+@pytest.mark.parametrize("scale,error,match", [
+    ("0.125", TypeError, "softmax_scale: expected a number or None, got str"),
+    (True, TypeError, "softmax_scale: expected a number or None, got bool"),
+    ([0.125], TypeError, "softmax_scale: expected a number or None, got list"),
+    (torch.tensor([0.1, 0.2]), TypeError, r"softmax_scale: expected a number or a one-element real tensor, .*\(2,\)"),
+    (torch.tensor(True), TypeError, "softmax_scale: expected a number or a one-element real tensor"),
+    (torch.tensor(math.nan), ValueError, "softmax_scale: must be finite"),
+    (-math.inf, ValueError, "softmax_scale: must be finite"),
+])
+def test_bad_softmax_scale_names_the_argument(scale, error, match):
+    with pytest.raises(error, match=match):
+        flash_attn_func(*qkv(), softmax_scale=scale)
+
+
+def test_softmax_scale_as_a_one_element_tensor_is_its_value():
+    q, k, v = qkv()
+    expected = flash_attn_func(q, k, v, softmax_scale=0.25)
+    torch.testing.assert_close(flash_attn_func(q, k, v, softmax_scale=torch.tensor([0.25])), expected, rtol=0, atol=0)
+    torch.testing.assert_close(flash_attn_func(q, k, v, softmax_scale=1), flash_attn_func(q, k, v, softmax_scale=1.0),
+                               rtol=0, atol=0)
+
+
+def _double_backward_inputs():
+    return tuple(t.requires_grad_() for t in qkv())
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_double_backward_is_refused_loudly():
+    """create_graph=True would give gradients without a graph through flashcore's backward, so a
+    second-order gradient would silently be wrong: it raises instead, naming the problem."""
+    q, k, v = _double_backward_inputs()
+    out = flash_attn_func(q, k, v, causal=True)
+    with pytest.raises(RuntimeError, match="flashcore: double backward is not supported"):
+        torch.autograd.grad(out.float().square().sum(), (q, k, v), create_graph=True)
+    q, k, v = _double_backward_inputs()
+    with pytest.raises(RuntimeError, match="flashcore: double backward is not supported"):
+        flash_attn_func(q, k, v).float().square().sum().backward(create_graph=True)
+
+
+def test_double_backward_is_refused_on_the_custom_op_route():
+    """The torch.library op's autograd formula (compile, dispatch modes) refuses it the same way."""
+    from flashcore._ops import attention_forward
+    q, k, v = _double_backward_inputs()
+    out, _ = attention_forward(q, k, v, 32 ** -0.5, False, False)
+    with pytest.raises(RuntimeError, match="flashcore: double backward is not supported"):
+        torch.autograd.grad(out.float().sum(), q, create_graph=True)
+
+
+def test_first_order_gradients_still_work_after_a_refusal():
+    q, k, v = _double_backward_inputs()
+    flash_attn_func(q, k, v).float().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))

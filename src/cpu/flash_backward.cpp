@@ -10,6 +10,11 @@
 // Pass 2 recomputes P and dP (two extra tile products, ~40% more arithmetic), which buys no locks,
 // no atomics, no per-thread copies of dQ (O(seqlen x head_dim) each) and gradients that are
 // bit-identical whatever the thread count, so `deterministic` needs nothing extra.
+//
+// Non-finite inputs: a NaN or infinity reaches the gradients the plain formula sends it to (a NaN
+// LSE or out from the forward makes P or delta NaN). Only masked entries need care: their exact 0
+// must not multiply a non-finite q, k or dout row, so a partly masked tile whose operand is not
+// all finite takes the row-by-row products of masked_products.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +26,7 @@
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
 #include "cpu/key_range.h"
+#include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
 #include "cpu/tile_gemm.h"
 
@@ -44,10 +50,12 @@ struct BackwardScratch {
         dv(kBlockN * head_dim),
         dq(kBlockM * head_dim),
         lse_log2(kBlockM),
-        delta(kBlockM) {}
+        delta(kBlockM),
+        visible(kBlockM) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + dout.size() + k.size() + kt.size() + vt.size() + s.size() + dp.size() +
-                            dk.size() + dv.size() + dq.size() + lse_log2.size() + delta.size());
+                            dk.size() + dv.size() + dq.size() + lse_log2.size() + delta.size()) +
+           sizeof(int64_t) * visible.size();
   }
   std::vector<float> q;         // (kBlockM, head_dim)
   std::vector<float> dout;      // (kBlockM, head_dim)
@@ -61,6 +69,9 @@ struct BackwardScratch {
   std::vector<float> dq;        // (kBlockM, head_dim) accumulator, pass 2
   std::vector<float> lse_log2;  // (kBlockM): the forward's LSE in log2 units
   std::vector<float> delta;     // (kBlockM): rowsum(dO * O)
+  std::vector<int64_t> visible;  // (kBlockM): the key tile's columns each row sees
+  bool partly_masked = false;    // some row sees fewer than all of the key tile's columns
+  bool query_block_finite = true;  // Q and dO hold no NaN or infinity
 };
 
 // Per-row delta = rowsum(dO * O) for every (batch, query head, row), computed once up front since
@@ -94,13 +105,16 @@ void load_query_block(const BackwardParams& params, Deltas& deltas, int64_t b, i
                       BackwardScratch& t) {
   load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
   load_tile<Element>(params.dout, b, h, m0, rows, t.dout.data());
+  t.query_block_finite = all_finite(t.q.data(), rows * params.q.shape[3]) &&
+                         all_finite(t.dout.data(), rows * params.q.shape[3]);
   for (int64_t r = 0; r < rows; ++r) {
     t.lse_log2[r] = lse_at(params.lse, b, h, m0 + r) * kLog2e;
     t.delta[r] = *deltas.row(b, h, m0 + r);
   }
 }
 
-// With the query block (rows from m0) and key block (cols from n0) loaded: t.s = P, t.dp = dS.
+// With the query block (rows from m0) and key block (cols from n0) loaded: t.s = P, t.dp = dS, and
+// t.visible / t.partly_masked describe the mask.
 void probabilities_and_dscores(const detail::AttentionProblem& p, int64_t m0, int64_t rows, int64_t n0, int64_t cols,
                                BackwardScratch& t) {
   const int64_t head_dim = p.head_dim;
@@ -110,16 +124,20 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, int64_t m0, in
   std::fill(t.dp.begin(), t.dp.end(), 0.0f);
   gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
   gemm_nn_acc(rows, cols, head_dim, t.dout.data(), head_dim, t.vt.data(), kBlockN, t.dp.data(), kBlockN);
+  t.partly_masked = false;
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = t.s.data() + r * kBlockN;
     float* dpr = t.dp.data() + r * kBlockN;
     // A row that sees no key has LSE -inf (and its P would be exp2(+inf)): it contributes nothing.
-    const int64_t visible = t.lse_log2[r] == kNegInf ? 0 : std::min(range.key_end(m0 + r) - n0, cols);
+    // (A row that sees keys has a finite or NaN LSE: the forward gives NaN for all -inf scores.)
+    const int64_t visible = t.lse_log2[r] == kNegInf ? 0 : std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols);
     for (int64_t j = 0; j < visible; ++j) {
       sr[j] = std::exp2(sr[j] * scale_log2 - t.lse_log2[r]);
       dpr[j] = sr[j] * (dpr[j] - t.delta[r]);
     }
-    for (int64_t j = std::max<int64_t>(visible, 0); j < cols; ++j) sr[j] = dpr[j] = 0.0f;
+    for (int64_t j = visible; j < cols; ++j) sr[j] = dpr[j] = 0.0f;
+    t.visible[r] = visible;
+    t.partly_masked |= visible < cols;
   }
 }
 
@@ -141,8 +159,15 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
       const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
       load_query_block<Element>(params, deltas, b, h, m0, rows, t);
       probabilities_and_dscores(p, m0, rows, n0, cols, t);
-      gemm_tn_acc(cols, head_dim, rows, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim);
-      gemm_tn_acc(cols, head_dim, rows, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim);
+      if (t.partly_masked && !t.query_block_finite) {
+        gemm_tn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim,
+                            t.visible.data());
+        gemm_tn_acc_visible(rows, head_dim, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim,
+                            t.visible.data());
+      } else {
+        gemm_tn_acc(cols, head_dim, rows, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim);
+        gemm_tn_acc(cols, head_dim, rows, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim);
+      }
     }
   }
   for (int64_t c = 0; c < cols; ++c) {
@@ -169,7 +194,12 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
     load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
     load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
     probabilities_and_dscores(p, m0, rows, n0, cols, t);
-    gemm_nn_acc(rows, head_dim, cols, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim);
+    if (t.partly_masked && !all_finite(t.k.data(), cols * head_dim)) {
+      gemm_nn_acc_visible(rows, head_dim, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim,
+                          t.visible.data());
+    } else {
+      gemm_nn_acc(rows, head_dim, cols, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim);
+    }
   }
   for (int64_t r = 0; r < rows; ++r) {
     store_row(t.dq.data() + r * head_dim, head_dim, p.softmax_scale, row_ptr<Element>(params.dq, b, m0 + r, h));

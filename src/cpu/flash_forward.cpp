@@ -2,6 +2,12 @@
 // in blocks of kBlockN with an online softmax (running max and sum, rescaling the accumulator when
 // the max grows), so no seqlen_q x seqlen_k matrix exists. Arithmetic is float32; each worker's
 // extra memory is its tiles, O(block x head_dim).
+//
+// Non-finite inputs follow the plain formula (attention.h): a NaN or +inf score, or a row whose
+// every visible score is -inf, makes the row's output and LSE NaN; an infinity in v reaches the
+// rows whose probabilities weight it. The hot loop pays nothing for this: the running sum carries
+// a NaN by itself, NaN is looked for only in the rare all -inf branch, and only the v tiles of
+// partly masked blocks are scanned for non-finite values (masked_products.h says why).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +19,7 @@
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
 #include "cpu/key_range.h"
+#include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
 #include "cpu/tile_gemm.h"
 
@@ -21,6 +28,7 @@ namespace {
 
 using std::int64_t;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // One worker's tiles.
 struct ForwardScratch {
@@ -31,9 +39,11 @@ struct ForwardScratch {
         s(kBlockM * kBlockN),
         acc(kBlockM * head_dim),
         row_max(kBlockM),
-        row_sum(kBlockM) {}
+        row_sum(kBlockM),
+        visible(kBlockM) {}
   std::size_t bytes() const {
-    return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size());
+    return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
+           sizeof(int64_t) * visible.size();
   }
   std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale * log2(e)
   std::vector<float> kt;       // (head_dim, kBlockN)
@@ -42,6 +52,7 @@ struct ForwardScratch {
   std::vector<float> acc;      // (kBlockM, head_dim): unnormalised output
   std::vector<float> row_max;  // (kBlockM): running max of each row's scores, log2 units
   std::vector<float> row_sum;  // (kBlockM): running sum of exp2(score - row_max)
+  std::vector<int64_t> visible;  // (kBlockM): the current key tile's columns each row sees
 };
 
 // Folds the score tile's rows into the running max and sum, turns the scores into probabilities
@@ -51,8 +62,17 @@ void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_
     float* sr = t.s.data() + r * kBlockN;
     float block_max = kNegInf;
     for (int64_t j = 0; j < cols; ++j) block_max = std::max(block_max, sr[j]);
+    // std::max skips a NaN score (NaN compares false), but then exp2(NaN - max) makes the sum NaN,
+    // and so the row's output and LSE. Once row_max is NaN it stays so (std::max keeps its first
+    // argument), and every later block's correction and probabilities are NaN too.
     const float new_max = std::max(t.row_max[r], block_max);
-    if (new_max == kNegInf) {  // the row has seen no key yet: -inf - -inf would be NaN
+    if (new_max == kNegInf) {  // no finite score yet: masked keys, -inf scores or NaN ones
+      // -inf - -inf would be NaN: these keys get probability 0, unless one of them is NaN, which
+      // only this rare branch has to look for.
+      if (std::any_of(sr, sr + cols, [](float x) { return std::isnan(x); })) {
+        t.row_max[r] = kNaN;
+        t.row_sum[r] = kNaN;
+      }
       std::fill(sr, sr + cols, 0.0f);
       continue;
     }
@@ -95,21 +115,35 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
 
     std::fill(t.s.begin(), t.s.end(), 0.0f);
     gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    bool partly_masked = false;
     for (int64_t r = 0; r < rows; ++r) {  // keys past this row's causal limit
-      const int64_t visible = range.key_end(m0 + r) - n0;
-      for (int64_t j = std::max<int64_t>(visible, 0); j < cols; ++j) t.s[r * kBlockN + j] = kNegInf;
+      t.visible[r] = std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols);
+      partly_masked |= t.visible[r] < cols;
+      for (int64_t j = t.visible[r]; j < cols; ++j) t.s[r * kBlockN + j] = kNegInf;
     }
     online_softmax(t, rows, cols, head_dim);
-    gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
+    if (partly_masked && !all_finite(t.v.data(), cols * head_dim)) {
+      gemm_nn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim,
+                          t.visible.data());
+    } else {
+      gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
+    }
   }
 
   for (int64_t r = 0; r < rows; ++r) {
     Element* out = row_ptr<Element>(params.out, b, m0 + r, h);
-    const bool sees_a_key = t.row_sum[r] > 0.0f;  // exp2(0) = 1 from the row's max, unless it saw nothing
-    store_row(t.acc.data() + r * head_dim, head_dim, sees_a_key ? 1.0f / t.row_sum[r] : 0.0f, out);
-    if (params.lse.present()) {
-      lse_at(params.lse, b, h, m0 + r) = sees_a_key ? (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2 : kNegInf;
+    float out_scale = 1.0f / t.row_sum[r];  // NaN when the row met a NaN or +inf score
+    float lse = (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2;
+    if (range.key_end(m0 + r) == 0) {  // FlashAttention's convention for a row that sees no key
+      out_scale = 0.0f;
+      lse = kNegInf;
+      std::fill(t.acc.begin() + r * head_dim, t.acc.begin() + (r + 1) * head_dim, 0.0f);
+    } else if (t.row_max[r] == kNegInf) {  // every visible score is -inf: the formula's 0 / 0
+      out_scale = kNaN;
+      lse = kNaN;
     }
+    store_row(t.acc.data() + r * head_dim, head_dim, out_scale, out);
+    if (params.lse.present()) lse_at(params.lse, b, h, m0 + r) = lse;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "common/log2e.h"
 #include "cpu/element.h"
@@ -40,6 +41,21 @@ void load_tile_transposed(const TensorView& t, std::int64_t b, std::int64_t head
     const Element* src = row_ptr<const Element>(t, b, row0 + r, head);
     for (std::int64_t d = 0; d < head_dim; ++d) tile[d * kBlockN + r] = static_cast<float>(src[d]);
   }
+}
+
+// Whether every one of the n floats is finite, from their exponent bits: an integer reduction the
+// compiler vectorises (a float one it may not reorder). Run once per loaded tile, it costs a small
+// fraction of the tile's products, and lets the products take the fast path whenever no NaN or
+// infinity is about (masked_products.h says why they care).
+inline bool all_finite(const float* values, std::int64_t n) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t non_finite = 0;
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::uint32_t bits;
+    std::memcpy(&bits, values + e, sizeof(bits));
+    non_finite |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
+  }
+  return non_finite == 0;
 }
 
 }  // namespace flashcore::cpu

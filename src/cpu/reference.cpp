@@ -34,28 +34,38 @@ double dot(const double* a, const double* b, int64_t n) {
   return s;
 }
 
-// Softmax probabilities of query row i against every key of kv head hk, into probs[0, seqlen_k).
-// Returns the row's natural-log sum-exp, -inf (and all-zero probs) when the row sees no key.
+// One past the last key query row i sees, in [0, seqlen_k]: 0 means the row sees no key.
+int64_t visible_keys(const detail::AttentionProblem& p, int64_t i) {
+  int64_t n = 0;
+  while (n < p.seqlen_k && sees(p, i, n)) ++n;  // sees() holds for a prefix of the keys
+  return n;
+}
+
+// The row max the plain formula subtracts: NaN as soon as one score is NaN. std::max(m, NaN)
+// returns m, which would make a row of NaN scores look like a row that sees no key.
+double nan_propagating_max(double m, double x) { return (x > m || std::isnan(x)) ? x : m; }
+
+// Softmax probabilities of query row i against its first `visible` keys of kv head hk, into
+// probs[0, visible). Returns the row's natural-log sum-exp, -inf when the row sees no key.
+// Non-finite scores go through the plain formula exp(s - max) / sum unguarded: a NaN score, a
+// +inf one (inf - inf) or a row whose every score is -inf (-inf - -inf) gives NaN probabilities
+// and a NaN LSE; a -inf score among finite ones gets probability 0.
 double row_softmax(const detail::AttentionProblem& p, const Layout& at, const double* q, const double* k, int64_t b,
-                   int64_t h, int64_t hk, int64_t i, double* probs) {
+                   int64_t h, int64_t hk, int64_t i, int64_t visible, double* probs) {
+  if (visible == 0) return -std::numeric_limits<double>::infinity();
   const double scale = static_cast<double>(p.softmax_scale);
   const double* qi = q + at.q_row(b, i, h);
   double row_max = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < p.seqlen_k; ++j) {
-    probs[j] =
-        sees(p, i, j) ? scale * dot(qi, k + at.k_row(b, j, hk), p.head_dim) : -std::numeric_limits<double>::infinity();
-    row_max = std::max(row_max, probs[j]);
-  }
-  if (row_max == -std::numeric_limits<double>::infinity()) {
-    std::fill(probs, probs + p.seqlen_k, 0.0);
-    return row_max;
+  for (int64_t j = 0; j < visible; ++j) {
+    probs[j] = scale * dot(qi, k + at.k_row(b, j, hk), p.head_dim);
+    row_max = nan_propagating_max(row_max, probs[j]);
   }
   double sum = 0.0;
-  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+  for (int64_t j = 0; j < visible; ++j) {
     probs[j] = std::exp(probs[j] - row_max);
     sum += probs[j];
   }
-  for (int64_t j = 0; j < p.seqlen_k; ++j) probs[j] /= sum;
+  for (int64_t j = 0; j < visible; ++j) probs[j] /= sum;
   return row_max + std::log(sum);
 }
 
@@ -74,10 +84,12 @@ void reference_attention_forward(const detail::AttentionProblem& p, const double
     const int64_t hk = h / p.group_size();
     double* pr = probs[static_cast<size_t>(worker)].data();
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      lse[at.lse_at(b, h, i)] = row_softmax(p, at, q, k, b, h, hk, i, pr);
+      const int64_t visible = visible_keys(p, i);
+      lse[at.lse_at(b, h, i)] = row_softmax(p, at, q, k, b, h, hk, i, visible, pr);
       double* oi = out + at.q_row(b, i, h);
       std::fill(oi, oi + p.head_dim, 0.0);
-      for (int64_t j = 0; j < p.seqlen_k; ++j) {
+      // Masked keys are not read at all (their v may be non-finite; 0 * inf would be NaN).
+      for (int64_t j = 0; j < visible; ++j) {
         const double* vj = v + at.k_row(b, j, hk);
         for (int64_t d = 0; d < p.head_dim; ++d) oi[d] += pr[j] * vj[d];
       }
@@ -110,18 +122,20 @@ void reference_attention_backward(const detail::AttentionProblem& p, const doubl
     }
     for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        row_softmax(p, at, q, k, b, h, hk, i, pr);
+        const int64_t visible = visible_keys(p, i);
+        row_softmax(p, at, q, k, b, h, hk, i, visible, pr);
         const double* qi = q + at.q_row(b, i, h);
         const double* doi = dout + at.q_row(b, i, h);
         double p_dot_dp = 0.0;
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           dpr[j] = dot(doi, v + at.k_row(b, j, hk), p.head_dim);
           p_dot_dp += pr[j] * dpr[j];
         }
         double* dqi = dq + at.q_row(b, i, h);
         std::fill(dqi, dqi + p.head_dim, 0.0);
-        for (int64_t j = 0; j < p.seqlen_k; ++j) {
-          if (pr[j] == 0.0) continue;  // masked, or underflowed: contributes nothing
+        // Every visible key, even one whose probability underflowed to 0: the plain formula's
+        // 0 * inf is NaN when k or dout holds an infinity. Masked keys contribute nothing.
+        for (int64_t j = 0; j < visible; ++j) {
           const double ds = pr[j] * (dpr[j] - p_dot_dp);
           const double* kj = k + at.k_row(b, j, hk);
           double* dkj = dk + at.k_row(b, j, hk);

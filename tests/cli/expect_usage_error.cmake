@@ -1,5 +1,6 @@
 # ctest helper: run the CLI with bad arguments and require exit code 2, nothing on stdout, and a
-# stderr whose first line is the one-line error ("flashcore: ...") followed by the usage.
+# stderr whose first line is the one-line error ("flashcore: ..." or "flashcore fuzz: ...")
+# followed by the command's usage.
 #   cmake -DCLI=<flashcore> "-DARGS=run|--seqlen|abc" [-DMESSAGE=<text the error must contain>] -P ...
 cmake_minimum_required(VERSION 3.25)
 string(REPLACE "|" ";" ARGS "${ARGS}")
@@ -10,7 +11,7 @@ endif()
 if(NOT out STREQUAL "")
   message(FATAL_ERROR "flashcore ${ARGS}: expected nothing on stdout, got: ${out}")
 endif()
-string(REGEX MATCH "^flashcore: [^\n]+\nusage: flashcore run" head "${err}")
+string(REGEX MATCH "^flashcore( fuzz)?: [^\n]+\nusage: flashcore (run|fuzz)" head "${err}")
 if(NOT head)
   message(FATAL_ERROR "flashcore ${ARGS}: expected a one-line error then the usage on stderr, got:\n${err}")
 endif()

@@ -7,13 +7,15 @@
 
 #include "accuracy_cases.h"
 #include "api/problem.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "common/reference_problem.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 class FlashBackward : public ::testing::TestWithParam<AccuracyParam> {};
 
@@ -31,7 +33,8 @@ TEST_P(FlashBackward, MatchesReferenceWithinThriceTheSamePrecisionError) {
   ASSERT_TRUE(detail::validate_backward(params, &problem).ok());
   std::vector<double> ref_dq, ref_dk, ref_dv;
   ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineBackward base = baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+  const BaselineBackward base = baseline_backward(reference_problem(problem), problem.dtype,
+                                                  t.q.values(), t.k.values(), t.v.values(), t.dout.values());
 
   const Comparison dq = compare_to_reference("dq", dtype, 3.0, t.dq.values(), base.dq, ref_dq);
   RecordProperty("dq", dq.message);

@@ -6,13 +6,15 @@
 
 #include "accuracy_cases.h"
 #include "api/problem.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "common/reference_problem.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 class FlashForward : public ::testing::TestWithParam<AccuracyParam> {};
 
@@ -28,7 +30,8 @@ TEST_P(FlashForward, MatchesReferenceWithinTwiceTheSamePrecisionError) {
   ASSERT_TRUE(detail::validate_forward(params, &problem).ok());
   std::vector<double> ref_out, ref_lse;
   ASSERT_TRUE(cpu::reference_forward_f64(params, problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(problem, t.q.values(), t.k.values(), t.v.values());
+  const BaselineForward base = baseline_forward(reference_problem(problem), problem.dtype,
+                                                t.q.values(), t.k.values(), t.v.values());
 
   const Comparison out = compare_to_reference("out", dtype, 2.0, t.out.values(), base.out, ref_out);
   RecordProperty("out", out.message);

@@ -11,12 +11,14 @@
 
 #include "api/problem.h"
 #include "common/attention_tensors.h"
-#include "common/tolerance.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 detail::AttentionProblem make_problem(std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t heads_q,
                                       std::int64_t heads_kv, std::int64_t head_dim, bool causal) {

@@ -20,14 +20,16 @@
 
 #include "api/problem.h"
 #include "common/attention_tensors.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "common/reference_problem.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "device_tensors.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 struct BwdCase {
   const char* name;
@@ -105,7 +107,8 @@ void expect_gradients_match_reference(const AttentionTensors& t) {
   std::vector<double> ref_dq, ref_dk, ref_dv;
   ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
   const BaselineBackward base =
-      baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+      baseline_backward(reference_problem(problem), problem.dtype,
+                        t.q.values(), t.k.values(), t.v.values(), t.dout.values());
   for (const auto& [name, got, baseline, reference] :
        {std::tuple{"dq", &t.dq, &base.dq, &ref_dq}, {"dk", &t.dk, &base.dk, &ref_dk}, {"dv", &t.dv, &base.dv, &ref_dv}}) {
     const Comparison c = compare_to_reference(name, t.dtype, 3.0, got->values(), *baseline, *reference);
@@ -167,7 +170,8 @@ TEST(CudaBackwardSeqlen1, GradientsOfAConstantSoftmax) {
       std::vector<double> ref_dq, ref_dk, ref_dv;
       ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
       const BaselineBackward base =
-          baseline_backward(problem, t.q.values(), t.k.values(), t.v.values(), t.dout.values());
+          baseline_backward(reference_problem(problem), problem.dtype,
+                            t.q.values(), t.k.values(), t.v.values(), t.dout.values());
       const Comparison dv = compare_to_reference("dv", dtype, 3.0, t.dv.values(), base.dv, ref_dv);
       EXPECT_TRUE(dv.ok) << shape_name(s) << ": " << dv.message;
 

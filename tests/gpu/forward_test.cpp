@@ -13,14 +13,16 @@
 
 #include "api/problem.h"
 #include "common/attention_tensors.h"
-#include "common/baseline.h"
-#include "common/tolerance.h"
+#include "common/reference_problem.h"
+#include "flashcore/accuracy.h"
 #include "cpu/reference.h"
 #include "device_tensors.h"
 #include "flashcore/attention.h"
 
 namespace flashcore::testing {
 namespace {
+
+using namespace flashcore::accuracy;  // the accuracy rule and baseline, shared with `flashcore fuzz`
 
 struct GpuCase {
   const char* name;
@@ -78,7 +80,8 @@ void check_cuda_forward(AttentionTensors& t, cudaStream_t stream) {
   ASSERT_TRUE(detail::validate_forward(host_params, &problem).ok());
   std::vector<double> ref_out, ref_lse;
   ASSERT_TRUE(cpu::reference_forward_f64(host_params, problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(problem, t.q.values(), t.k.values(), t.v.values());
+  const BaselineForward base = baseline_forward(reference_problem(problem), problem.dtype,
+                                                t.q.values(), t.k.values(), t.v.values());
   const Comparison out = compare_to_reference("out", t.dtype, 2.0, t.out.values(), base.out, ref_out);
   EXPECT_TRUE(out.ok) << out.message;
   const Comparison lse = compare_to_reference("lse", DType::kFloat32, 2.0, t.lse.values(), base.lse, ref_lse);

@@ -1,11 +1,12 @@
-#include "common/tolerance.h"
+// The accuracy rule of flashcore/accuracy.h.
+#include "flashcore/accuracy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-namespace flashcore::testing {
+namespace flashcore::accuracy {
 namespace {
 
 struct Format {
@@ -50,8 +51,9 @@ Comparison compare_to_reference(const std::string& name, DType dtype, double fac
   std::int64_t bad_index = -1;  // first element that fails outright (NaN, wrong infinity)
   for (size_t e = 0; e < reference.size(); ++e) {
     const double r = reference[e];
-    if (!std::isfinite(r)) {
-      if (got[e] != r && bad_index < 0) bad_index = static_cast<std::int64_t>(e);
+    if (!std::isfinite(r)) {  // NaN must meet NaN, an infinity the same infinity
+      const bool same = std::isnan(r) ? std::isnan(got[e]) : got[e] == r;
+      if (!same && bad_index < 0) bad_index = static_cast<std::int64_t>(e);
       continue;
     }
     if (!std::isfinite(got[e])) {
@@ -89,4 +91,4 @@ Comparison compare_to_reference(const std::string& name, DType dtype, double fac
   return c;
 }
 
-}  // namespace flashcore::testing
+}  // namespace flashcore::accuracy

@@ -1,0 +1,176 @@
+// The same-precision baseline of flashcore/accuracy.h.
+#include "flashcore/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <cutlass/numeric_types.h>
+
+#include "cpu/parallel_for.h"
+
+namespace flashcore::accuracy {
+namespace {
+
+using std::int64_t;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The problem with what the baseline computes in: its dtype and the scale as the float it is.
+struct Problem {
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  bool causal;
+  float softmax_scale;
+  DType dtype;
+  int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
+};
+
+Problem problem_of(const ReferenceProblem& r, DType dtype) {
+  return {r.batch,  r.seqlen_q, r.seqlen_k, r.heads_q, r.heads_kv, r.head_dim,
+          r.causal, static_cast<float>(r.softmax_scale), dtype};
+}
+
+double round_float(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return static_cast<float>(cutlass::half_t(value));
+    case DType::kBFloat16:
+      return static_cast<float>(cutlass::bfloat16_t(value));
+    case DType::kFloat32:
+      return value;
+  }
+  return value;
+}
+
+// Offsets into the contiguous arrays.
+struct Layout {
+  const Problem& p;
+  int64_t q_row(int64_t b, int64_t i, int64_t h) const { return ((b * p.seqlen_q + i) * p.heads_q + h) * p.head_dim; }
+  int64_t k_row(int64_t b, int64_t j, int64_t h) const { return ((b * p.seqlen_k + j) * p.heads_kv + h) * p.head_dim; }
+};
+
+// An fp32 dot product of two dtype rows, rounded as a half-precision GEMM's output is.
+float gemm_dot(DType dtype, const double* a, const double* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t d = 0; d < n; ++d) sum += static_cast<float>(a[d]) * static_cast<float>(b[d]);
+  return static_cast<float>(round_float(dtype, sum));
+}
+
+// How many keys query row i sees (a prefix: causal aligned bottom-right, attention.h).
+int64_t visible_keys(const Problem& p, int64_t i) {
+  if (!p.causal) return p.seqlen_k;
+  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
+}
+
+// One query row's softmax over its rounded scores, in fp32: probs (unrounded) of its visible keys
+// and the LSE. Non-finite scores go through the plain formula as in the float64 reference: a NaN
+// or +inf score, or all scores -inf, give NaN (std::max alone would skip a NaN).
+float row_softmax(const Problem& p, const Layout& at, const std::vector<double>& q,
+                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, int64_t visible,
+                  std::vector<float>& probs) {
+  if (visible == 0) return -kInf;
+  const int64_t hk = h / p.group_size();
+  float row_max = -kInf;
+  for (int64_t j = 0; j < visible; ++j) {
+    probs[j] = gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale;
+    if (probs[j] > row_max || std::isnan(probs[j])) row_max = probs[j];
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < visible; ++j) {
+    probs[j] = std::exp(probs[j] - row_max);
+    sum += probs[j];
+  }
+  for (int64_t j = 0; j < visible; ++j) probs[j] /= sum;
+  return row_max + std::log(sum);
+}
+
+}  // namespace
+
+double round_to(DType dtype, double value) { return round_float(dtype, static_cast<float>(value)); }
+
+BaselineForward baseline_forward(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
+                                 const std::vector<double>& k, const std::vector<double>& v, int num_threads) {
+  const Problem p = problem_of(problem, dtype);
+  const Layout at{p};
+  BaselineForward result;
+  result.out.assign(q.size(), 0.0);
+  result.lse.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0);
+  const int64_t tasks = p.batch * p.heads_q;  // one (batch, query head) each: rows are independent
+  const int workers = cpu::worker_count(num_threads, tasks);
+  std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> out_row_of(static_cast<size_t>(workers), std::vector<float>(p.head_dim));
+  cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    const int64_t b = task / p.heads_q;
+    const int64_t h = task % p.heads_q;
+    const int64_t hk = h / p.group_size();
+    std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
+    std::vector<float>& out_row = out_row_of[static_cast<size_t>(worker)];
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const int64_t visible = visible_keys(p, i);
+      result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, visible, probs);
+      std::fill(out_row.begin(), out_row.end(), 0.0f);
+      for (int64_t j = 0; j < visible; ++j) {
+        const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
+        const double* vj = &v[at.k_row(b, j, hk)];
+        for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
+      }
+      for (int64_t d = 0; d < p.head_dim; ++d) result.out[at.q_row(b, i, h) + d] = round_float(p.dtype, out_row[d]);
+    }
+  });
+  return result;
+}
+
+BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
+                                   const std::vector<double>& k, const std::vector<double>& v,
+                                   const std::vector<double>& dout, int num_threads) {
+  const Problem p = problem_of(problem, dtype);
+  const Layout at{p};
+  const int64_t head_dim = p.head_dim;
+  std::vector<float> dq_acc(q.size(), 0.0f);
+  std::vector<float> dk_acc(k.size(), 0.0f);
+  std::vector<float> dv_acc(v.size(), 0.0f);
+  // dK and dV sum over the query heads sharing a kv head, so a task owns one (batch, kv head) and
+  // adds in the same order (query head, then row) whatever the thread count.
+  const int64_t tasks = p.batch * p.heads_kv;
+  const int workers = cpu::worker_count(num_threads, tasks);
+  std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> dprobs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    const int64_t b = task / p.heads_kv;
+    const int64_t hk = task % p.heads_kv;
+    std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
+    std::vector<float>& dprobs = dprobs_of[static_cast<size_t>(worker)];
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const int64_t visible = visible_keys(p, i);
+        row_softmax(p, at, q, k, b, h, i, visible, probs);
+        const double* doi = &dout[at.q_row(b, i, h)];
+        float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
+        for (int64_t j = 0; j < visible; ++j) {
+          dprobs[j] = gemm_dot(p.dtype, doi, &v[at.k_row(b, j, hk)], head_dim);
+          p_dot_dp += probs[j] * dprobs[j];
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
+          const float ds16 = static_cast<float>(round_float(p.dtype, probs[j] * (dprobs[j] - p_dot_dp)));
+          for (int64_t d = 0; d < head_dim; ++d) {
+            dq_acc[at.q_row(b, i, h) + d] += ds16 * static_cast<float>(k[at.k_row(b, j, hk) + d]);
+            dk_acc[at.k_row(b, j, hk) + d] += ds16 * static_cast<float>(q[at.q_row(b, i, h) + d]);
+            dv_acc[at.k_row(b, j, hk) + d] += p16 * static_cast<float>(doi[d]);
+          }
+        }
+      }
+    }
+  });
+  BaselineBackward result;
+  auto round_all = [&](const std::vector<float>& acc, float scale, std::vector<double>* out) {
+    out->resize(acc.size());
+    for (size_t e = 0; e < acc.size(); ++e) (*out)[e] = round_float(p.dtype, acc[e] * scale);
+  };
+  round_all(dq_acc, p.softmax_scale, &result.dq);
+  round_all(dk_acc, p.softmax_scale, &result.dk);
+  round_all(dv_acc, 1.0f, &result.dv);
+  return result;
+}
+
+}  // namespace flashcore::accuracy

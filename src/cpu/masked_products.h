@@ -1,0 +1,32 @@
+// Tile products that skip masked entries instead of multiplying them by zero.
+//
+// A masked entry of P or dS is an exact 0, and the fast products in tile_gemm.h add 0 * x for it:
+// harmless while x is finite, but 0 * inf and 0 * NaN are NaN, so a non-finite value in a key (or
+// query) the row does not see would leak into the row's result. The plain formula never reads a
+// masked key, so these products don't either. They are slower (one row at a time) and run only for
+// a tile that is partly masked and whose other operand holds a NaN or an infinity (all_finite() in
+// flash_tile.h decides); with finite operands both paths give the same sums.
+//
+// visible[r]: the first visible[r] columns of row r of the masked operand are live, the rest masked.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/tile_gemm.h"
+
+namespace flashcore::cpu {
+
+// c (rows, n; ldc) += a (rows, cols; lda) · b (cols, n; ldb), row r of a read up to visible[r].
+inline void gemm_nn_acc_visible(std::int64_t rows, std::int64_t n, const float* a, std::int64_t lda, const float* b,
+                                std::int64_t ldb, float* c, std::int64_t ldc, const std::int64_t* visible) {
+  for (std::int64_t r = 0; r < rows; ++r) gemm_nn_acc(1, n, visible[r], a + r * lda, lda, b, ldb, c + r * ldc, ldc);
+}
+
+// c (cols, n; ldc) += aᵀ · b with a stored as (rows, cols; lda) and b as (rows, n; ldb), row r of a
+// read up to visible[r]: row r adds into the first visible[r] rows of c only.
+inline void gemm_tn_acc_visible(std::int64_t rows, std::int64_t n, const float* a, std::int64_t lda, const float* b,
+                                std::int64_t ldb, float* c, std::int64_t ldc, const std::int64_t* visible) {
+  for (std::int64_t r = 0; r < rows; ++r) gemm_tn_acc(visible[r], n, 1, a + r * lda, lda, b + r * ldb, ldb, c, ldc);
+}
+
+}  // namespace flashcore::cpu

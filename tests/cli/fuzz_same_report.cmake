@@ -1,0 +1,25 @@
+# ctest helper: `flashcore fuzz` gives the same report (problems, verdicts, coverage) whatever the
+# number of jobs, so a seed names one run. Runs --jobs 1 and --jobs 3 and compares the JSON with
+# the timing and hardware fields taken out.
+#   cmake -DCLI=<flashcore> "-DARGS=fuzz|--device|cpu|--count|40" -P fuzz_same_report.cmake
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" ARGS "${ARGS}")
+set(reports)
+foreach(jobs IN ITEMS 1 3)
+  execute_process(COMMAND "${CLI}" ${ARGS} --json --jobs ${jobs} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "flashcore ${ARGS} --jobs ${jobs}: exit ${rc}\n${out}")
+  endif()
+  string(REGEX REPLACE "\"seconds\": [^,]+, " "" out "${out}")
+  string(REGEX REPLACE "\"hardware\": \"[^\"]*\", " "" out "${out}")
+  list(APPEND reports "${out}")
+endforeach()
+list(GET reports 0 one_job)
+list(GET reports 1 three_jobs)
+if(NOT one_job STREQUAL three_jobs)
+  message(FATAL_ERROR "the report depends on --jobs:\n--jobs 1: ${one_job}\n--jobs 3: ${three_jobs}")
+endif()
+string(FIND "${one_job}" "\"count\": " found)
+if(found EQUAL -1)
+  message(FATAL_ERROR "not a fuzz report: ${one_job}")
+endif()

@@ -1,0 +1,302 @@
+// Drawing, writing, reading and shrinking fuzz problems (fuzz_problem.h).
+#include "fuzz_problem.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace flashcore::cli {
+namespace {
+
+// splitmix64: a well-mixed 64-bit stream from any seed, the same on every platform (the standard
+// library's distributions are not), so a seed names the same problem everywhere.
+struct Random {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi] (the modulo bias is far below anything a fuzzer could notice).
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
+  }
+  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
+};
+
+// A seqlen in [1, max]: mostly small or ragged, since tile edges and one-row problems are where
+// indexing goes wrong, with some long ones for multi-tile sweeps.
+std::int64_t draw_seqlen(Random& r, std::int64_t max) {
+  std::int64_t s = 1;
+  const std::int64_t pick = r.uniform(0, 99);
+  if (pick < 30) {
+    s = r.uniform(1, 16);
+  } else if (pick < 55) {
+    s = r.uniform(17, 300);
+  } else if (pick < 75) {  // one off a tile edge either way, or on it
+    s = 64 * r.uniform(1, std::max<std::int64_t>(1, max / 64)) + r.uniform(-1, 1);
+  } else {  // log-uniform over the whole range
+    s = static_cast<std::int64_t>(std::exp(static_cast<double>(r.next() >> 11) * 0x1.0p-53 *
+                                           std::log(static_cast<double>(max))));
+  }
+  return std::clamp<std::int64_t>(s, 1, max);
+}
+
+// Every head dim the API accepts: the kernels' list, other multiples of 8, and any other in 1..256.
+std::int64_t draw_head_dim(Random& r) {
+  static constexpr std::int64_t kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
+  const std::int64_t pick = r.uniform(0, 99);
+  if (pick < 40) return kKernelHeadDims[r.uniform(0, 5)];
+  if (pick < 65) return 8 * r.uniform(1, 32);
+  return r.uniform(1, 256);
+}
+
+TensorLayout draw_layout(Random& r) {
+  TensorLayout layout;
+  const std::int64_t pick = r.uniform(0, 9);
+  if (pick < 4) return layout;
+  layout.kind = pick < 7 ? LayoutKind::kPadded : LayoutKind::kHeadsMajor;
+  // Half the paddings keep 16-byte rows (8 elements), half do not.
+  layout.pad = r.chance(0.5) ? 8 : r.uniform(layout.kind == LayoutKind::kPadded ? 1 : 0, 9);
+  return layout;
+}
+
+// Halves the largest of batch, heads and seqlens until the score matrix fits the cap.
+void fit_to_cap(Shape* s, std::int64_t max_elements) {
+  while (max_elements > 0 && score_elements(*s) > max_elements) {
+    const std::int64_t group = s->heads_q / s->heads_kv;
+    if (s->batch > 1) {
+      s->batch /= 2;
+    } else if (s->heads_kv > 1) {
+      s->heads_kv /= 2;
+      s->heads_q = s->heads_kv * group;
+    } else if (s->heads_q > 1) {
+      s->heads_q = std::max<std::int64_t>(1, s->heads_q / 2);
+    } else if (s->seqlen_q >= s->seqlen_k) {
+      s->seqlen_q = std::max<std::int64_t>(1, s->seqlen_q / 2);
+    } else {
+      s->seqlen_k = std::max<std::int64_t>(1, s->seqlen_k / 2);
+    }
+  }
+}
+
+const char* layout_kind_name(LayoutKind kind) {
+  switch (kind) {
+    case LayoutKind::kContiguous: return "contiguous";
+    case LayoutKind::kPadded: return "padded";
+    case LayoutKind::kHeadsMajor: return "heads_major";
+  }
+  return "contiguous";
+}
+
+std::string layout_name(const TensorLayout& layout) {
+  std::string name = layout_kind_name(layout.kind);
+  if (layout.kind != LayoutKind::kContiguous) name += "+" + std::to_string(layout.pad);
+  return name;
+}
+
+bool parse_layout(const std::string& text, TensorLayout* layout) {
+  const std::size_t plus = text.find('+');
+  const std::string kind = text.substr(0, plus);
+  std::int64_t pad = 0;
+  if (plus != std::string::npos) {
+    const char* begin = text.data() + plus + 1;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(begin, end, pad);
+    if (ec != std::errc() || ptr != end || pad < 0 || pad > 4096) return false;
+  }
+  for (LayoutKind k : {LayoutKind::kContiguous, LayoutKind::kPadded, LayoutKind::kHeadsMajor}) {
+    if (kind == layout_kind_name(k)) {
+      layout->kind = k;
+      layout->pad = k == LayoutKind::kContiguous ? 0 : pad;
+      return k != LayoutKind::kContiguous || plus == std::string::npos;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::uint64_t problem_seed(std::uint64_t seed, std::int64_t index) {
+  Random r{seed ^ (0xD1B54A32D192ED03ull * static_cast<std::uint64_t>(index + 1))};
+  return r.next();
+}
+
+std::int64_t score_elements(const Shape& s) { return s.batch * s.heads_q * s.seqlen_q * s.seqlen_k; }
+
+FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
+  Random r{seed};
+  FuzzProblem p;
+  Shape& s = p.shape;
+  const std::int64_t batch_pick = r.uniform(0, 9);
+  s.batch = batch_pick < 6 ? 1 : batch_pick < 9 ? 2 : r.uniform(3, 4);
+  s.seqlen_q = draw_seqlen(r, limits.max_seqlen);
+  s.seqlen_k = r.chance(0.35) ? s.seqlen_q : draw_seqlen(r, limits.max_seqlen);
+  const std::int64_t heads_pick = r.uniform(0, 99);
+  if (heads_pick < 40) {  // MHA
+    s.heads_kv = r.uniform(1, 4);
+    s.heads_q = s.heads_kv;
+  } else if (heads_pick < 65) {  // MQA
+    s.heads_kv = 1;
+    s.heads_q = r.uniform(2, 8);
+  } else {  // GQA
+    s.heads_kv = r.uniform(2, 4);
+    s.heads_q = s.heads_kv * r.uniform(2, 4);
+  }
+  s.head_dim = draw_head_dim(r);
+  s.causal = r.chance(0.5);
+  p.dtype = r.chance(0.5) ? DType::kFloat16 : DType::kBFloat16;
+  p.backward = r.chance(0.5);
+  p.inputs = draw_layout(r);
+  p.outputs = draw_layout(r);
+  p.input_seed = r.next() >> 16;  // fits the run command's --seed in any integer parser
+  fit_to_cap(&s, limits.max_elements);
+  return p;
+}
+
+std::string problem_spec(const FuzzProblem& p) {
+  const Shape& s = p.shape;
+  std::ostringstream out;
+  out << "batch=" << s.batch << ",seqlen_q=" << s.seqlen_q << ",seqlen_k=" << s.seqlen_k << ",heads=" << s.heads_q
+      << ",heads_kv=" << s.heads_kv << ",head_dim=" << s.head_dim
+      << ",dtype=" << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << ",causal=" << (s.causal ? 1 : 0)
+      << ",backward=" << (p.backward ? 1 : 0) << ",inputs=" << layout_name(p.inputs)
+      << ",outputs=" << layout_name(p.outputs) << ",seed=" << p.input_seed;
+  return out.str();
+}
+
+std::string parse_problem_spec(const std::string& spec, FuzzProblem* problem) {
+  std::map<std::string, std::string> fields;
+  std::istringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const std::size_t equals = item.find('=');
+    if (equals == std::string::npos) return "--problem: expected key=value, got '" + item + "'";
+    fields[item.substr(0, equals)] = item.substr(equals + 1);
+  }
+  FuzzProblem p;
+  Shape& s = p.shape;
+  struct IntField {
+    const char* name;
+    std::int64_t* value;
+    std::int64_t min, max;
+  };
+  std::int64_t causal = 0, backward = 0;
+  const IntField ints[] = {{"batch", &s.batch, 1, 1 << 16},         {"seqlen_q", &s.seqlen_q, 1, 1 << 24},
+                           {"seqlen_k", &s.seqlen_k, 1, 1 << 24},   {"heads", &s.heads_q, 1, 4096},
+                           {"heads_kv", &s.heads_kv, 1, 4096},      {"head_dim", &s.head_dim, 1, 256},
+                           {"causal", &causal, 0, 1},               {"backward", &backward, 0, 1}};
+  for (const IntField& f : ints) {
+    const auto it = fields.find(f.name);
+    if (it == fields.end()) return std::string("--problem: missing ") + f.name;
+    const char* end = it->second.data() + it->second.size();
+    const auto [ptr, ec] = std::from_chars(it->second.data(), end, *f.value);
+    if (ec != std::errc() || ptr != end || *f.value < f.min || *f.value > f.max) {
+      return std::string("--problem: ") + f.name + ": expected an integer in [" + std::to_string(f.min) + ", " +
+             std::to_string(f.max) + "], got '" + it->second + "'";
+    }
+    fields.erase(it);
+  }
+  if (s.heads_q % s.heads_kv != 0) return "--problem: heads must be a multiple of heads_kv";
+  s.causal = causal != 0;
+  p.backward = backward != 0;
+  const std::string dtype = fields.count("dtype") ? fields["dtype"] : "";
+  if (dtype != "fp16" && dtype != "bf16") return "--problem: dtype: expected fp16 or bf16, got '" + dtype + "'";
+  p.dtype = dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16;
+  if (!parse_layout(fields.count("inputs") ? fields["inputs"] : "", &p.inputs)) {
+    return "--problem: inputs: expected contiguous, padded+N or heads_major+N";
+  }
+  if (!parse_layout(fields.count("outputs") ? fields["outputs"] : "", &p.outputs)) {
+    return "--problem: outputs: expected contiguous, padded+N or heads_major+N";
+  }
+  const std::string seed = fields.count("seed") ? fields["seed"] : "";
+  const auto [ptr, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), p.input_seed);
+  if (seed.empty() || ec != std::errc() || ptr != seed.data() + seed.size()) {
+    return "--problem: seed: expected an unsigned integer, got '" + seed + "'";
+  }
+  for (const char* known : {"dtype", "inputs", "outputs", "seed"}) fields.erase(known);
+  if (!fields.empty()) return "--problem: unknown field '" + fields.begin()->first + "'";
+  *problem = p;
+  return "";
+}
+
+std::string describe(const FuzzProblem& p) {
+  const Shape& s = p.shape;
+  std::ostringstream out;
+  out << "b" << s.batch << " sq" << s.seqlen_q << " sk" << s.seqlen_k << " hq" << s.heads_q << " hkv" << s.heads_kv
+      << " d" << s.head_dim << " " << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " causal" : "")
+      << (p.backward ? " fwd+bwd" : " fwd") << " in=" << layout_name(p.inputs) << " out=" << layout_name(p.outputs);
+  return out.str();
+}
+
+std::string run_flags(const FuzzProblem& p) {
+  const Shape& s = p.shape;
+  std::ostringstream out;
+  out << "--batch " << s.batch << " --seqlen " << s.seqlen_q << " --seqlen-k " << s.seqlen_k << " --heads "
+      << s.heads_q << " --heads-kv " << s.heads_kv << " --head-dim " << s.head_dim << " --dtype "
+      << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " --causal" : "")
+      << (p.backward ? " --backward" : "") << " --seed " << p.input_seed << " --repeats 0 --warmup 0 --check";
+  return out.str();
+}
+
+std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
+  std::vector<FuzzProblem> out;
+  const auto with = [&](auto change) {
+    FuzzProblem c = p;
+    change(c);
+    out.push_back(c);
+  };
+  const Shape& s = p.shape;
+  if (s.batch > 1) with([](FuzzProblem& c) { c.shape.batch /= 2; });
+  if (s.heads_kv > 1) {
+    with([](FuzzProblem& c) {
+      const std::int64_t group = c.shape.heads_q / c.shape.heads_kv;
+      c.shape.heads_kv /= 2;
+      c.shape.heads_q = c.shape.heads_kv * group;
+    });
+  }
+  if (s.heads_q > s.heads_kv) {
+    with([](FuzzProblem& c) {
+      const std::int64_t group = c.shape.heads_q / c.shape.heads_kv;
+      c.shape.heads_q = c.shape.heads_kv * std::max<std::int64_t>(1, group / 2);
+    });
+  }
+  if (s.seqlen_q > 1) with([](FuzzProblem& c) { c.shape.seqlen_q /= 2; });
+  if (s.seqlen_k > 1) with([](FuzzProblem& c) { c.shape.seqlen_k /= 2; });
+  if (s.seqlen_q > 1 && s.seqlen_k > 1) {  // both at once keeps the Sq:Sk ratio causal masks depend on
+    with([](FuzzProblem& c) {
+      c.shape.seqlen_q /= 2;
+      c.shape.seqlen_k /= 2;
+    });
+  }
+  if (s.head_dim > 1) with([](FuzzProblem& c) { c.shape.head_dim /= 2; });
+  if (s.head_dim > 8 && (s.head_dim / 2) % 8 != 0) {  // and to a multiple of 8: the kernels' direct path
+    with([](FuzzProblem& c) { c.shape.head_dim = (c.shape.head_dim / 2 + 7) / 8 * 8; });
+  }
+  if (p.backward) with([](FuzzProblem& c) { c.backward = false; });
+  if (s.causal) with([](FuzzProblem& c) { c.shape.causal = false; });
+  if (p.inputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.inputs = TensorLayout{}; });
+  if (p.outputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.outputs = TensorLayout{}; });
+  return out;
+}
+
+void layout_strides(const TensorLayout& layout, std::int64_t batch, std::int64_t seqlen, std::int64_t heads,
+                    std::int64_t head_dim, std::int64_t strides[4], std::int64_t* storage_elements) {
+  const std::int64_t pad = layout.kind == LayoutKind::kContiguous ? 0 : layout.pad;
+  strides[3] = 1;
+  if (layout.kind == LayoutKind::kHeadsMajor) {  // memory (batch, heads, seqlen, head_dim + pad)
+    strides[1] = head_dim + pad;
+    strides[2] = seqlen * strides[1];
+    strides[0] = heads * strides[2];
+  } else {  // memory (batch, seqlen, heads, head_dim), each stride padded
+    strides[2] = head_dim + pad;
+    strides[1] = heads * strides[2] + pad;
+    strides[0] = seqlen * strides[1] + pad;
+  }
+  *storage_elements = batch * strides[0];
+}
+
+}  // namespace flashcore::cli
