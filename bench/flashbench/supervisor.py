@@ -15,7 +15,7 @@ import time
 from . import context, journal, options, plots, report, results, worker
 from .plan import estimate_seconds
 
-GRACE_S = {"quick": 10.0, "full": 60.0}
+GRACE_S = {"quick": 10.0, "full": 60.0, "hopper": 60.0}
 
 
 class Stop(Exception):
@@ -46,10 +46,11 @@ def _scope(cell, failures_of_impl):
 
 
 def _settings(args):
-    keys = ("mode", "impls", "dtypes", "head_dims", "seqlens", "passes", "causals", "tokens", "hidden",
+    keys = ("mode", "impls", "dtypes", "head_dims", "seqlens", "passes", "causals", "gqa_ratios", "gqa_seqlens",
+            "tokens", "hidden",
             "math_max_seqlen", "sdpa_layout", "warmup_ms", "rep_ms", "min_reps", "max_reps", "l2_flush_mb",
             "budget_s", "cell_timeout_s", "latency_runs", "latency_warmup", "cli", "ladder", "memory_seqlens",
-            "memory_heads", "memory_head_dim", "memory_dtype")
+            "memory_heads", "memory_head_dim", "memory_dtype", "ex88", "ex88_iterations", "no_graph")
     return {k: getattr(args, k) for k in keys}
 
 
