@@ -292,15 +292,16 @@ def markdown(data, plot_files=()):
     rows = sweep_rows(data)
     if rows:
         out += ["", "Summary:", "", "```"] + [line.strip() for line in summary_lines(rows)] + ["```"]
-        seqlens = sorted({r["seqlen_q"] for r in rows})
-        header = "| mask | impl | " + " | ".join(seqlen_label(s) for s in seqlens) + " |"
-        rule = "|---|---|" + "---|" * len(seqlens)
         index = _index(rows)
         groups = OrderedDict()
         for (pass_, dtype, hd, causal, kv), by_seqlen in index.items():
             groups.setdefault((dtype, hd, pass_, kv > 1), []).append((causal, kv, by_seqlen))
         for (dtype, hd, pass_, gqa), parts in groups.items():
             title = f"{dtype}, head dim {hd}, {PASS_NAMES.get(pass_, pass_)}{', GQA' if gqa else ''} (TFLOP/s)"
+            # Columns: the seqlens this table has (the GQA tables only their own).
+            seqlens = sorted({s for _c, _kv, by_seqlen in parts for s in by_seqlen})
+            header = "| mask | impl | " + " | ".join(seqlen_label(s) for s in seqlens) + " |"
+            rule = "|---|---|" + "---|" * len(seqlens)
             out += ["", f"## {title}", "", header, rule]
             for causal, kv, by_seqlen in parts:
                 mask = mask_label(causal, kv)
