@@ -149,5 +149,7 @@ def measure(binary, cell, rep_ms=40.0, fixed_iterations=0, timeout_s=60.0):
         else:
             msg = "no result line: " + (_first_line(p.stderr) or _first_line(out) or "no output")
         return cell.row(reason=f"cutlass_ex88: {msg}", **extra)
+    if p.returncode != 0:  # some variants printed a time before it failed: keep them, say so
+        extra["ex88_exit"] = f"exit {p.returncode}: {_first_line(p.stderr) or 'no message'}"
     best = min(ok, key=lambda v: v["ms"])
     return cell.row(ms=best["ms"], ex88_variant=best["variant"], **extra)

@@ -13,7 +13,8 @@ IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "sdpa_flash", "sd
 FAMILY_COLUMNS = (("flashcore", "auto"), ("flashcore_sm80", "sm80"), ("flashcore_sm90", "sm90"),
                   ("sdpa_cudnn", "cuDNN"), ("sdpa_flash", "FA2"), ("cutlass_ex88", "ex88"))
 FAMILY_RATIOS = (("flashcore_sm90", "sdpa_cudnn", "sm90/cuDNN"), ("flashcore_sm90", "cutlass_ex88", "sm90/ex88"),
-                 ("flashcore", "sdpa_cudnn", "auto/cuDNN"), ("flashcore", "sdpa_flash", "auto/FA2"))
+                 ("flashcore", "sdpa_cudnn", "auto/cuDNN"), ("flashcore_sm80", "sdpa_cudnn", "sm80/cuDNN"),
+                 ("flashcore", "sdpa_flash", "auto/FA2"))
 
 
 def kv_groups(row):
@@ -67,6 +68,7 @@ def compare(cells):
             "kernels": (cells.get("flashcore") or {}).get("kernels"),
             "vs_cudnn": ratio(cells, "flashcore", "sdpa_cudnn"),
             "sm90_vs_cudnn": ratio(cells, "flashcore_sm90", "sdpa_cudnn"),
+            "sm80_vs_cudnn": ratio(cells, "flashcore_sm80", "sdpa_cudnn"),
             "sm90_vs_ex88": ratio(cells, "flashcore_sm90", "cutlass_ex88")}
 
 
@@ -97,7 +99,7 @@ def summary_lines(rows):
         lines.append(f"  {dtype} {pass_:8s}: flashcore ran {n}/{len(comps)} cells; geometric-mean ratio to the "
                      f"fastest other {gb:.2f}, to sdpa_flash {gf:.2f}" if gb and gf else
                      f"  {dtype} {pass_:8s}: flashcore ran {n}/{len(comps)} cells")
-        for a, b, name in FAMILY_RATIOS[:3]:
+        for a, b, name in FAMILY_RATIOS[:4]:
             line = _ratio_summary(cells, a, b, name)
             if line:
                 lines.append(f"  {dtype} {pass_:8s}: {line}")
@@ -318,6 +320,7 @@ def markdown(data, plot_files=()):
                     out.append(f"| {mask} | flashcore ran | " + " | ".join(kern) + " |")
                 for name, key in (("flashcore / fastest other", "vs_best"), ("flashcore / sdpa_cudnn", "vs_cudnn"),
                                   ("flashcore / sdpa_flash", "vs_flash"), ("sm90 / sdpa_cudnn", "sm90_vs_cudnn"),
+                                  ("sm80 / sdpa_cudnn", "sm80_vs_cudnn"),
                                   ("sm90 / cutlass_ex88", "sm90_vs_ex88")):
                     ratios = []
                     for s in seqlens:

@@ -175,6 +175,88 @@ class FamiliesTest(unittest.TestCase):
         self.assertEqual(sel.row_fields(None, "fwd", None, None, None, False)["kernels"], None)
 
 
+def _torch_or_none():
+    try:
+        import torch
+        return torch if hasattr(torch, "randn") else None  # not the fake_gpu stand-in
+    except Exception:
+        return None
+
+
+def _flashcore_or_none():
+    """flashcore from the repository's python/ with the library FLASHCORE_LIBRARY names (a CPU build
+    will do): the family query's ctypes plumbing runs for real on CPU tensors."""
+    if not os.environ.get("FLASHCORE_LIBRARY") or _torch_or_none() is None:
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "python"))
+    try:
+        import flashcore
+        from flashcore import _library
+        return flashcore if hasattr(_library, "selected_kernels") else None
+    except Exception:
+        return None
+
+
+@unittest.skipUnless(_torch_or_none(), "torch not installed")
+class TorchCpuTest(unittest.TestCase):
+    """The parts of a GPU cell that also run on CPU tensors with the real torch."""
+
+    def inputs(self, torch, heads=8, heads_kv=2):
+        import types
+        gen = torch.Generator().manual_seed(0)
+        q = torch.randn(2, heads, 64, 32, generator=gen)
+        k = torch.randn(2, heads_kv, 64, 32, generator=gen)
+        v = torch.randn(2, heads_kv, 64, 32, generator=gen)
+        return types.SimpleNamespace(gqa=heads != heads_kv, sdpa_q=q, sdpa_k=k, sdpa_v=v, sdpa_grad_inputs=(q, k, v),
+                                     sdpa_dout=torch.randn(2, heads, 64, 32, generator=gen))
+
+    def test_sdpa_gqa_native_and_repeated(self):
+        torch = _torch_or_none()
+        from flashbench import impls
+        inp = self.inputs(torch)
+        F = torch.nn.functional
+        expected = F.scaled_dot_product_attention(inp.sdpa_q, impls.repeat_kv(inp.sdpa_k, 4),
+                                                  impls.repeat_kv(inp.sdpa_v, 4), is_causal=True)
+        notes = {}
+        forward, grads, _ = impls.forward_call(torch, "sdpa_flash", inp, True, None, notes)
+        self.assertEqual(notes["gqa_via"], "enable_gqa")
+        self.assertTrue(torch.allclose(forward(), expected, atol=1e-5))
+        self.assertEqual(grads[1].shape[1], 2)
+        real = F.scaled_dot_product_attention
+
+        def refuses_gqa(*args, **kwargs):
+            if kwargs.get("enable_gqa"):
+                raise RuntimeError("No available kernel. Aborting execution.")
+            return real(*args, **kwargs)
+        F.scaled_dot_product_attention = refuses_gqa
+        try:
+            notes = {}
+            forward, grads, _ = impls.forward_call(torch, "sdpa_cudnn", inp, True, None, notes)
+            self.assertEqual(notes["gqa_via"], "repeat_kv")
+            self.assertIn("No available kernel", notes["note"])
+            self.assertTrue(torch.allclose(forward(), expected, atol=1e-5))
+            self.assertEqual(grads[1].shape[1], 8)
+            self.assertTrue(grads[1].requires_grad)
+        finally:
+            F.scaled_dot_product_attention = real
+
+    @unittest.skipUnless(_flashcore_or_none(), "no flashcore library (set FLASHCORE_LIBRARY to a built libflashcore_c.so)")
+    def test_selector_on_cpu(self):
+        torch = _torch_or_none()
+        sel = families.Selector()
+        self.assertIsNone(sel.missing)
+        q = torch.randn(2, 64, 8, 64, dtype=torch.bfloat16)
+        k = torch.randn(2, 64, 2, 64, dtype=torch.bfloat16)
+        v = torch.randn(2, 64, 2, 64, dtype=torch.bfloat16)
+        # CPU calls report the auto family: the point is the call itself (argument order, descriptors).
+        self.assertEqual(sel.row_fields(torch, "fwd", q, k, v, True), {"kernels": "auto"})
+        self.assertEqual(sel.row_fields(torch, "fwd_bwd", q, k, v, False), {"kernels": "auto+auto"})
+        bad = torch.randn(2, 64, 3, 64, dtype=torch.bfloat16)  # 8 query heads over 3 K/V heads
+        fields = sel.row_fields(torch, "fwd", q, bad, bad, False)
+        self.assertIsNone(fields["kernels"])
+        self.assertIn("selected_kernels", fields["kernels_note"])
+
+
 EX88_OUTPUT = """\
 ###### B 2 H 16 Q 8192 K 8192 D 128 Forward Causal #SM 132
  [--] tma ws cooperative 128x128x128     : 610.5 TFLOPS/s
