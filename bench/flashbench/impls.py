@@ -8,7 +8,7 @@ flashcore's tensors, as a flash_attn user switching to SDPA would pass them.
 import contextlib
 import warnings
 
-from .plan import SDPA_BACKENDS
+from .plan import FLASHCORE_IMPLS, SDPA_BACKENDS
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -37,12 +37,14 @@ class ShapeInputs:
         gen = torch.Generator(device="cuda")
         gen.manual_seed(seed)
 
-        def randn(seqlen):
-            return torch.randn(cell.batch, seqlen, cell.heads, cell.head_dim, device="cuda", dtype=dtype,
+        def randn(seqlen, heads):
+            return torch.randn(cell.batch, seqlen, heads, cell.head_dim, device="cuda", dtype=dtype,
                                generator=gen)
 
-        self.q, self.k, self.v = randn(cell.seqlen_q), randn(cell.seqlen_k), randn(cell.seqlen_k)
-        self.dout = randn(cell.seqlen_q)
+        self.gqa = cell.gqa
+        self.q = randn(cell.seqlen_q, cell.heads)
+        self.k, self.v = randn(cell.seqlen_k, cell.kv_heads), randn(cell.seqlen_k, cell.kv_heads)
+        self.dout = randn(cell.seqlen_q, cell.heads)
         for t in (self.q, self.k, self.v):
             t.requires_grad_(True)
         if sdpa_layout == "bhsd":
@@ -68,9 +70,30 @@ def standard_attention(torch, q, k, v, causal=False):
     return torch.matmul(probs, v)
 
 
-def forward_call(torch, impl, inputs, causal, flash_attn_func):
-    """(forward() -> out, the tensors gradients are taken for, the output gradient)."""
-    if impl == "flashcore":
+def repeat_kv(t, groups):
+    """(B, Hkv, S, D) -> (B, Hkv * groups, S, D): each K/V head repeated for its query heads, in
+    flash_attn's GQA order (query head h reads K/V head h // groups)."""
+    return t.repeat_interleave(groups, dim=1)
+
+
+def _sdpa_gqa_refusal(torch, sdpa, q, k, v, causal):
+    """None when SDPA (under the active backend restriction) runs GQA natively with enable_gqa=True,
+    else why not (torch < 2.5 has no enable_gqa; some backends refuse it)."""
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sdpa(q, k, v, is_causal=causal, enable_gqa=True)
+        return None
+    except Exception as e:  # the refusal is the answer
+        return f"{type(e).__name__}: {first_line(e, 160)}"
+
+
+def forward_call(torch, impl, inputs, causal, flash_attn_func, notes=None):
+    """(forward() -> out, the tensors gradients are taken for, the output gradient). For GQA cells
+    SDPA gets enable_gqa=True where its backend accepts it, else K/V repeated to every query head
+    (a copy made once, untimed); `notes` (a dict) gets which: gqa_via and a note."""
+    notes = {} if notes is None else notes
+    if impl in FLASHCORE_IMPLS:
         q, k, v = inputs.q, inputs.k, inputs.v
 
         def forward():
@@ -82,6 +105,19 @@ def forward_call(torch, impl, inputs, causal, flash_attn_func):
         return (lambda: standard_attention(torch, q, k, v, causal)), inputs.sdpa_grad_inputs, inputs.sdpa_dout
     if impl in SDPA_BACKENDS:
         sdpa = torch.nn.functional.scaled_dot_product_attention
+        if getattr(inputs, "gqa", False):
+            refusal = _sdpa_gqa_refusal(torch, sdpa, q, k, v, causal)
+            if refusal is None:
+                notes["gqa_via"] = "enable_gqa"
+                notes["note"] = "GQA: SDPA called with enable_gqa=True"
+                return ((lambda: sdpa(q, k, v, is_causal=causal, enable_gqa=True)), inputs.sdpa_grad_inputs,
+                        inputs.sdpa_dout)
+            groups = q.shape[1] // k.shape[1]
+            kr, vr = (repeat_kv(t.detach(), groups).requires_grad_(True) for t in (k, v))
+            notes["gqa_via"] = "repeat_kv"
+            notes["note"] = (f"GQA: enable_gqa refused ({refusal}); K/V repeated to {q.shape[1]} heads before "
+                             f"the timed calls (the copy is not timed; gradients are the repeated K/V's)")
+            return (lambda: sdpa(q, kr, vr, is_causal=causal)), (inputs.sdpa_grad_inputs[0], kr, vr), inputs.sdpa_dout
         return (lambda: sdpa(q, k, v, is_causal=causal)), inputs.sdpa_grad_inputs, inputs.sdpa_dout
     raise ValueError(f"unknown implementation {impl!r}")
 

@@ -29,6 +29,10 @@ def parser():
     p.add_argument("--quick", action="store_true",
                    help="smoke test: bf16, head dim 128, seqlen 1k and 4k, causal and not, fwd and bwd, "
                         "flashcore + sdpa_flash + sdpa_cudnn (under a minute)")
+    p.add_argument("--hopper", action="store_true",
+                   help="issue 14's benchmark: flashcore (auto, sm80, sm90), sdpa_cudnn, sdpa_flash and "
+                        "cutlass_ex88, forward, bf16 and fp16, head dims 64/128/256, seqlen 512..16k, causal and "
+                        "not, plus GQA 4:1 and 8:1 causal rows at 4k and 8k")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the time estimate; touch no GPU")
     out = p.add_argument_group("output")
     out.add_argument("--out-dir", default=os.path.join(REPO_ROOT, "bench", "results"),
@@ -56,6 +60,19 @@ def parser():
                             "(B,S,H,D) tensors passed as .transpose(1,2) views, as a flash_attn user would")
     sweep.add_argument("--no-check", action="store_true",
                        help="skip comparing flashcore's forward output with SDPA's on each shape")
+    sweep.add_argument("--gqa-ratios", type=_int_list,
+                       help="GQA rows: heads / heads_kv ratios (default 4,8 for the full and --hopper runs, none "
+                            "for --quick); 0 or an empty list: no GQA rows")
+    sweep.add_argument("--gqa-seqlens", type=_int_list, default=list(plan.GQA_SEQLENS),
+                       help="seqlens of the GQA rows (causal only; default 4k,8k; only those also in --seqlens)")
+    ex88 = p.add_argument_group("CUTLASS example 88 (impl cutlass_ex88)")
+    ex88.add_argument("--ex88", default=os.environ.get("EX88_BIN") or os.path.join(REPO_ROOT, ".carry", "ex88",
+                                                                                    "88_hopper_fmha"),
+                      help="the 88_hopper_fmha binary (default $EX88_BIN, else .carry/ex88/88_hopper_fmha; "
+                           "build it with scripts/build_cutlass_ex88.sh)")
+    ex88.add_argument("--ex88-iterations", type=int, default=0,
+                      help="its --iterations (0: from --rep-ms and the expected time, 10 to 100)")
+    ex88.add_argument("--ex88-timeout-s", type=float, default=60.0)
     timing = p.add_argument_group("timing")
     timing.add_argument("--warmup-ms", type=float, default=10.0)
     timing.add_argument("--rep-ms", type=float, default=40.0, help="target timed time per cell")
@@ -71,6 +88,7 @@ def parser():
     extra = p.add_argument_group("latency table and memory comparison")
     extra.add_argument("--no-sweep", action="store_true")
     extra.add_argument("--no-latency", action="store_true")
+    extra.add_argument("--no-graph", action="store_true", help="no CUDA-graph replay rows in the latency table")
     extra.add_argument("--no-memory", action="store_true")
     extra.add_argument("--cli", default=os.path.join(REPO_ROOT, "build", "sm90-sm90a", "tools", "flashcore"),
                        help="the flashcore C++ CLI, for the teaching-ladder rungs (default build/sm90-sm90a/tools/flashcore)")
@@ -91,13 +109,18 @@ def parser():
 
 def parse(argv=None):
     args = parser().parse_args(argv)
-    preset = plan.QUICK if args.quick else plan.FULL
-    args.mode = "quick" if args.quick else "full"
+    if args.quick and args.hopper:
+        parser().error("--quick and --hopper are separate presets; pick one")
+    args.mode = "quick" if args.quick else "hopper" if args.hopper else "full"
+    preset = plan.PRESETS[args.mode]
     args.impls = args.impls or list(preset["impls"])
     args.dtypes = args.dtypes or list(preset["dtypes"])
     args.head_dims = args.head_dims or list(preset["head_dims"])
     args.seqlens = args.seqlens or list(preset["seqlens"])
     args.passes = args.passes or list(preset["passes"])
+    if args.gqa_ratios is None:
+        args.gqa_ratios = list(preset["gqa_ratios"])
+    args.gqa_ratios = [r for r in args.gqa_ratios if r > 1]
     args.causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
     args.memory_seqlens = args.memory_seqlens or list(
         plan.MEMORY_SEQLENS_QUICK if args.quick else plan.MEMORY_SEQLENS_FULL)
@@ -118,7 +141,8 @@ def parse(argv=None):
 def all_cells(args):
     cells = []
     if not args.no_latency:
-        cells += plan.latency_cells(list(plan.SWEEP_IMPLS), args.ladder)
+        cells += plan.latency_cells(list(plan.LATENCY_IMPLS), args.ladder,
+                                    () if args.no_graph else plan.LATENCY_GRAPH_IMPLS)
     if not args.no_memory:
         cells += plan.memory_cells(args.memory_seqlens, args.memory_heads, args.memory_head_dim, args.memory_dtype)
     if not args.no_sweep:
@@ -126,4 +150,9 @@ def all_cells(args):
         dtypes = sorted(args.dtypes, key=lambda d: d != args.plot_dtype)
         cells += plan.sweep_cells(args.impls, dtypes, args.head_dims, args.seqlens, args.causals, args.passes,
                                   args.tokens, args.hidden, args.math_max_seqlen)
+        # GQA rows at --gqa-seqlens that are also in --seqlens (a run restricted to short seqlens has none).
+        gqa_seqlens = [s for s in args.gqa_seqlens if s in args.seqlens]
+        if args.gqa_ratios and gqa_seqlens and True in args.causals:
+            cells += plan.gqa_cells(args.impls, dtypes, args.head_dims, args.gqa_ratios, gqa_seqlens,
+                                    args.passes, args.tokens, args.hidden, args.math_max_seqlen)
     return cells

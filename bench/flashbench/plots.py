@@ -9,14 +9,17 @@ import os
 from .report import PASS_NAMES, memory_table, seqlen_label
 from .results import latency_rows, sweep_rows
 
-COLORS = {"flashcore": "#d62728", "flashcore_cli": "#ff9896", "sdpa_flash": "#1f77b4", "sdpa_cudnn": "#2ca02c",
-          "sdpa_efficient": "#ff7f0e", "sdpa_math": "#7f7f7f", "standard": "#9467bd"}
+COLORS = {"flashcore": "#d62728", "flashcore_cli": "#ff9896", "flashcore_sm80": "#e377c2",
+          "flashcore_sm90": "#8b0000", "sdpa_flash": "#1f77b4", "sdpa_cudnn": "#2ca02c",
+          "sdpa_efficient": "#ff7f0e", "sdpa_math": "#7f7f7f", "standard": "#9467bd", "cutlass_ex88": "#17becf"}
 # Colours for names not above (the ladder's rungs), in order of appearance.
-SPARE_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf", "#c49c94", "#dbdb8d")
-LABELS = {"flashcore": "flashcore", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
+SPARE_COLORS = ("#8c564b", "#bcbd22", "#c49c94", "#dbdb8d", "#9edae5", "#c5b0d5")
+LABELS = {"flashcore": "flashcore (auto)", "flashcore_sm80": "flashcore sm80", "flashcore_sm90": "flashcore sm90",
+          "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
           "sdpa_efficient": "SDPA mem-efficient", "sdpa_math": "SDPA math",
-          "standard": "standard attention (S, P materialised)"}
-IMPL_ORDER = ("flashcore", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math")
+          "standard": "standard attention (S, P materialised)", "cutlass_ex88": "CUTLASS ex88 (fp16)"}
+IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
+              "sdpa_math", "cutlass_ex88")
 
 
 def _pyplot():
@@ -82,7 +85,8 @@ def _panel_title(pass_, head_dim, causal):
 
 def sweep_charts(data, out_dir, dtype, layout):
     """PNG files written (paths)."""
-    rows = [r for r in sweep_rows(data) if r["dtype"] == dtype]
+    # MHA rows only: the GQA rows (heads_kv < heads) share seqlens with them and are in the tables.
+    rows = [r for r in sweep_rows(data) if r["dtype"] == dtype and (r.get("heads_kv") or r["heads"]) == r["heads"]]
     if not rows or layout == "none":
         return []
     plt = _pyplot()
@@ -182,11 +186,12 @@ def latency_chart(data, out_dir):
     p50 = [r["ms"] * 1e3 for r in rows]
     p90 = [(r.get("ms_p90") or r["ms"]) * 1e3 for r in rows]
     labels = [r["impl"] + (f" ({r['dtype']})" if r["dtype"] != rows[0]["dtype"] and r.get("via") == "cli" else "")
-              + (" [CLI]" if r.get("via") == "cli" else "") for r in rows]
+              + (" [CLI]" if r.get("via") == "cli" else "") + (" [graph]" if r.get("via") == "graph" else "")
+              for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
     colors = [_color(r["impl"], k) for k, r in enumerate(rows)]
     ax.barh(range(len(rows)), p50, xerr=[[0] * len(rows), [max(0.0, b - a) for a, b in zip(p50, p90)]], color=colors,
-            capsize=3, hatch=[("//" if r.get("via") == "cli" else "") for r in rows])
+            capsize=3, hatch=[{"cli": "//", "graph": ".."}.get(r.get("via"), "") for r in rows])
     for i, (a, b) in enumerate(zip(p50, p90)):
         ax.text(b, i, f"  {a:.1f} / {b:.1f}", va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), labels)
@@ -196,7 +201,8 @@ def latency_chart(data, out_dir):
         ax.set_xlim(min(p50) * 0.5, max(p90) * 4)
     else:
         ax.set_xlim(0, max(p90) * 1.35)
-    ax.set_xlabel("Forward latency, microseconds (bar: p50, whisker: p90; hatched: timed by the C++ CLI)")
+    ax.set_xlabel("Forward latency, microseconds (bar: p50, whisker: p90; //: timed by the C++ CLI; dots: CUDA-graph replay)",
+                  fontsize=8)
     r0 = rows[0]
     ax.set_title(f"B={r0['batch']} H={r0['heads']} S={r0['seqlen_q']} D={r0['head_dim']} {r0['dtype']} "
                  f"({_device_label(data)})", fontsize=10)

@@ -4,7 +4,7 @@ import os
 
 from . import journal
 
-SCHEMA = "flashbench/1"
+SCHEMA = "flashbench/2"  # 2: rows carry kernels, heads_kv and via; GQA and graph rows
 METHOD = ("CUDA-event time per call, median over reps (sweep) or p50/p90 over fixed runs (latency); "
           "a 256 MB buffer is written before every timed call (cold L2); warm-up calls first; fresh "
           "torch.randn inputs per shape; fwd = inference forward, bwd = backward alone (retain_graph), "

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from . import context, ladder_cli, ncu, options
+from . import context, ex88, ladder_cli, ncu, options
 
 
 def _line(ok, what, detail):
@@ -18,6 +18,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--cli", default=os.path.join(options.REPO_ROOT, "build", "sm90-sm90a", "tools", "flashcore"))
     p.add_argument("--commit")
+    p.add_argument("--ex88", default=os.environ.get("EX88_BIN") or os.path.join(options.REPO_ROOT, ".carry", "ex88",
+                                                                              "88_hopper_fmha"))
     p.add_argument("--dry-run", action="store_true")
     args, _ = p.parse_known_args(argv)
     print("bench set-up check:")
@@ -58,6 +60,14 @@ def main(argv=None):
         _line(False, "flashcore package", f"{type(e).__name__}: {e}: flashcore cells will be blank")
     missing = ladder_cli.cli_missing(args.cli)
     _line(missing is None, "flashcore CLI", missing or args.cli)
+    missing = ex88.missing(args.ex88)
+    info = ex88.build_info(args.ex88) or {}
+    _line(missing is None, "CUTLASS example 88 (cutlass_ex88)",
+          missing or f"{args.ex88} ({info.get('build_info', 'no build record')})")
+    kernels_env = os.environ.get("FLASHCORE_KERNELS")
+    if kernels_env:
+        _line(True, "FLASHCORE_KERNELS", f"{kernels_env} in the environment: the benchmark sets it per flashcore "
+                                         f"impl (auto for `flashcore`), so it reaches no row")
     found = ncu.find_ncu()
     _line(found is not None, "ncu (for bench/profile.py only)", found or "not found")
     info = context.commit_info(args.commit)

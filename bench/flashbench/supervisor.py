@@ -12,10 +12,10 @@ import subprocess
 import sys
 import time
 
-from . import context, journal, options, plots, report, results, worker
+from . import context, ex88, journal, options, plots, report, results, worker
 from .plan import estimate_seconds
 
-GRACE_S = {"quick": 10.0, "full": 60.0}
+GRACE_S = {"quick": 10.0, "full": 60.0, "hopper": 60.0}
 
 
 class Stop(Exception):
@@ -46,10 +46,11 @@ def _scope(cell, failures_of_impl):
 
 
 def _settings(args):
-    keys = ("mode", "impls", "dtypes", "head_dims", "seqlens", "passes", "causals", "tokens", "hidden",
+    keys = ("mode", "impls", "dtypes", "head_dims", "seqlens", "passes", "causals", "gqa_ratios", "gqa_seqlens",
+            "tokens", "hidden",
             "math_max_seqlen", "sdpa_layout", "warmup_ms", "rep_ms", "min_reps", "max_reps", "l2_flush_mb",
             "budget_s", "cell_timeout_s", "latency_runs", "latency_warmup", "cli", "ladder", "memory_seqlens",
-            "memory_heads", "memory_head_dim", "memory_dtype")
+            "memory_heads", "memory_head_dim", "memory_dtype", "ex88", "ex88_iterations", "no_graph")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -63,6 +64,12 @@ def _print_plan(args, cells):
           f"{sum(c.suite == 'memory' for c in cells)} memory cells; impls {','.join(args.impls)}; dtypes "
           f"{','.join(args.dtypes)}; head dims {args.head_dims}; seqlens {args.seqlens}; passes {','.join(args.passes)}",
           file=sys.stderr)
+    gqa = [c for c in sweep if c.gqa]
+    if gqa:
+        print(f"bench: {len(gqa)} of the sweep cells are GQA (ratios {args.gqa_ratios}, causal, seqlens "
+              f"{sorted({c.seqlen_q for c in gqa})})", file=sys.stderr)
+    if "cutlass_ex88" in args.impls:
+        print(f"bench: cutlass_ex88: {ex88.missing(args.ex88) or args.ex88}", file=sys.stderr)
     print(f"bench: estimated ~{worker_est:.0f} s on an H100 (no new cell after {args.budget_s:.0f} s)",
           file=sys.stderr, flush=True)
 

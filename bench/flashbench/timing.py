@@ -7,6 +7,7 @@ enqueues the next call, the launch overhead of the Python wrapper is hidden for 
 import gc
 import math
 import statistics
+import time
 
 
 class L2Flusher:
@@ -66,3 +67,31 @@ def percentile(values, q):
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100.0 * len(ordered)))
     return ordered[rank - 1]
+
+
+def graph_replay(torch, fn, warmup=3):
+    """(replay callable, graph): `fn` captured once in a CUDA graph after a few warm-up calls on a side
+    stream (as PyTorch's CUDA-graph notes ask). Keep the graph alive while replaying it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay, graph
+
+
+def wall_ms(torch, fn, calls=200):
+    """Host wall time per call of `calls` back-to-back calls (no flush), synchronised at both ends:
+    what a caller issuing small calls in a loop sees, launch overhead included."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / calls

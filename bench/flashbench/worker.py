@@ -12,7 +12,7 @@ import threading
 import time
 import zlib
 
-from . import context, impls, journal, ladder_cli, memory, options, timing
+from . import context, ex88, families, impls, journal, ladder_cli, memory, options, timing
 
 EXIT_SETUP = 2
 EXIT_FATAL = 75
@@ -57,6 +57,7 @@ class Runner:
     def __init__(self, torch, args, jr, state):
         self.torch, self.args, self.journal, self.state = torch, args, jr, state
         self.flash_attn_func, self.flashcore_reason, self.flashcore_path = impls.load_flashcore()
+        self.selector = families.Selector() if self.flash_attn_func is not None else None
         self.flush = timing.L2Flusher(torch, args.l2_flush_mb)
         self.watchdog = Watchdog(jr)
         self.watchdog.start()
@@ -83,7 +84,8 @@ class Runner:
             self._record(cell, cell.row(reason=reason), index, total, quiet=over_budget or reason == cell.skip)
             return
         self.journal.write("start", key=cell.key)
-        limit = self.args.cell_timeout_s + (self.args.cli_timeout_s * 2 if cell.via == "cli" else 0)
+        limit = self.args.cell_timeout_s + (self.args.cli_timeout_s * 2 if cell.via == "cli" else 0) + (
+            self.args.ex88_timeout_s if cell.via == "binary" else 0)
         self.watchdog.arm(cell, limit)
         caught = []
         failure = None
@@ -110,7 +112,7 @@ class Runner:
         self._record(cell, row, index, total)
 
     def _unavailable(self, cell):
-        if cell.impl == "flashcore" and self.flash_attn_func is None:
+        if families.is_flashcore(cell.impl) and self.flash_attn_func is None:
             return self.flashcore_reason
         return None
 
@@ -127,6 +129,10 @@ class Runner:
             what += f"  {row['tflops']:.1f} TFLOP/s"
             if row.get("check") == "suspect":
                 what += f"  SUSPECT: max |diff| vs SDPA {row.get('max_abs_diff_vs_sdpa')} {row.get('check_note', '')}"
+            if row.get("kernels"):
+                what += f"  [{row['kernels']}]"
+            if row.get("gqa_via"):
+                what += f"  (GQA via {row['gqa_via']})"
         elif row.get("peak_bytes") is not None:
             what = f"peak {row['peak_bytes'] / 2**30:.3f} GiB"
         else:
@@ -138,23 +144,37 @@ class Runner:
         if cell.via == "cli":
             return ladder_cli.measure(self.args.cli, cell, self.args.latency_runs, self.args.latency_warmup,
                                       self.args.cli_timeout_s)
+        if cell.via == "binary":
+            return ex88.measure(self.args.ex88, cell, self.args.rep_ms, self.args.ex88_iterations,
+                                self.args.ex88_timeout_s)
         if cell.suite == "memory":
             return memory.measure(self.torch, cell, self.flash_attn_func,
                                   impls.backend_context(self.torch, cell.impl))
         inputs = self._inputs_for(cell)
         torch = self.torch
         extra = {}
-        with impls.backend_context(torch, cell.impl):
+        # The family a flashcore impl forces (FLASHCORE_KERNELS) holds for this cell only, like the
+        # SDPA backend restriction: the check, the family query and every timed call see it.
+        with families.forced(cell.impl), impls.backend_context(torch, cell.impl):
+            notes = {}
             forward, grad_inputs, dout = impls.forward_call(torch, cell.impl, inputs, cell.causal,
-                                                            self.flash_attn_func)
-            if cell.impl == "flashcore" and cell.pass_ == "fwd" and not self.args.no_check:
-                extra = self._check(forward)
+                                                            self.flash_attn_func, notes)
+            extra.update(notes)
+            if families.is_flashcore(cell.impl):
+                extra.update(self.selector.row_fields(torch, cell.pass_, inputs.q, inputs.k, inputs.v, cell.causal))
+                if cell.pass_ == "fwd" and not self.args.no_check:
+                    extra.update(self._check(forward))
             run = impls.pass_call(torch, cell.pass_, forward, grad_inputs, dout)
             if cell.suite == "latency":
+                graph = None
+                if cell.via == "graph":
+                    run, graph = timing.graph_replay(torch, run)
                 samples = timing.samples_ms(torch, run, self.flush, fixed_reps=self.args.latency_runs,
                                             fixed_warmup=self.args.latency_warmup)
+                wall = timing.wall_ms(torch, run, min(200, self.args.latency_runs))
+                del run, graph
                 return cell.row(ms=timing.percentile(samples, 50), ms_p90=timing.percentile(samples, 90),
-                                runs=len(samples), **extra)
+                                runs=len(samples), ms_wall=wall, **extra)
             a = self.args
             samples = timing.samples_ms(torch, run, self.flush, warmup_ms=a.warmup_ms, rep_ms=a.rep_ms,
                                         min_reps=a.min_reps, max_reps=a.max_reps)
@@ -166,6 +186,9 @@ class Runner:
         if self.reference is None:
             with torch.no_grad():
                 q, k, v = self.inputs.sdpa_q, self.inputs.sdpa_k, self.inputs.sdpa_v
+                if q.shape[1] != k.shape[1]:  # GQA: the reference repeats K/V (any SDPA backend takes that)
+                    groups = q.shape[1] // k.shape[1]
+                    k, v = impls.repeat_kv(k, groups), impls.repeat_kv(v, groups)
                 ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self._causal)
                 self.reference = ref.transpose(1, 2).float()
         with torch.no_grad():
@@ -227,6 +250,11 @@ def main(args):
     ctx.update(context.torch_context(torch))
     runner = Runner(torch, args, jr, state)
     ctx["flashcore"] = runner.flashcore_reason or f"imported from {runner.flashcore_path}"
+    ctx["flashcore_kernels_env"] = os.environ.get(families.ENV)
+    if runner.selector is not None and runner.selector.missing:
+        ctx["flashcore_kernels_query"] = runner.selector.missing
+    ctx["ex88"] = ex88.missing(args.ex88) or args.ex88
+    ctx["ex88_build"] = ex88.build_info(args.ex88)
     ctx["cli"] = ladder_cli.cli_missing(args.cli) or args.cli
     jr.write("context", context=ctx)
     log(f"worker: {ctx['device']} ({ctx['sm_count']} SMs), torch {ctx['torch']}, CUDA {ctx['cuda']}, "
