@@ -10,6 +10,9 @@
 #   sanitize   compute-sanitizer memcheck, racecheck, synccheck and initcheck on the GPU tests named
 #              *Sanitize*, once per kernel family
 #   python     the Python package's tests on CUDA tensors, against the library just built
+#   bench-hopper   scripts/bench.sh --hopper: issue 14's forward grid (both kernel families, cuDNN,
+#              FA2, CUTLASS example 88 from .carry/ex88, GQA rows, latency eager and graph replay);
+#              bench-hopper-bwd: the same grid's backward, as its own call
 #   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run; profile: Nsight
 #              Compute on flashcore's kernels. COMMIT=<sha> names the commit (it wins over a .git, which a copied tree may carry stale).
 #   FILTER=... narrows the GPU tests of `test` (a gtest filter); PRESET=default builds sm_80 too.
@@ -73,6 +76,10 @@ for step in "$@"; do
       PYTHONPATH="$root/python" python3 -m pytest -q -rs python/tests >"$out/python_tests.log" 2>&1 || status=1
       tail -15 "$out/python_tests.log"
       ;;
+    bench-hopper) bash scripts/bench.sh --hopper --cli "$cli" --out-dir "$out" --flat || status=1 ;;
+    bench-hopper-bwd)
+      bash scripts/bench.sh --hopper --passes bwd --no-latency --no-memory --run-name "${RUN_NAME:-hopper}_bwd" \
+        --cli "$cli" --out-dir "$out" --flat || status=1 ;;
     bench) bash scripts/bench.sh --cli "$cli" --out-dir "$out" --flat || status=1 ;;
     bench-quick) bash scripts/bench.sh --quick --cli "$cli" --out-dir "$out" --flat || status=1 ;;
     profile) bash scripts/bench.sh --profile --cli "$cli" --out-dir "$out" || status=1 ;;
