@@ -13,16 +13,21 @@ static flashcore::Status dispatch_dim(int kernel_dim, const fc::FwdParams& p, cu
   switch (kernel_dim) {
     case 64: return fc::sm90::run_fwd<Element, 64>(p, s);
     case 128: return fc::sm90::run_fwd<Element, 128>(p, s);
-#ifndef FC_SM90_DIMS_64_128_ONLY  // a partial build for A/B runs
+#ifndef FC_SM90_DIMS_64_128_256_ONLY  // a partial build for A/B runs
     case 96: return fc::sm90::run_fwd<Element, 96>(p, s);
     case 192: return fc::sm90::run_fwd<Element, 192>(p, s);
-    case 256: return fc::sm90::run_fwd<Element, 256>(p, s);
 #endif
+    case 256: return fc::sm90::run_fwd<Element, 256>(p, s);
   }
   return flashcore::Status::NotSupported("no sm90 kernel for this head dim");
 }
 
+#ifdef FC_SM90_VARIANTS
+#include "variants/variants.h"
+#endif
+
 // strides: q, k, v, o as {batch, row, head} (12 values), then lse {batch, head}.
+// kernel_dim >= 1000: a dev variant (variants/), numbered kernel_dim - 1000.
 extern "C" int fc_sm90_fwd(int bf16, int kernel_dim, const void* q, const void* k, const void* v, void* out,
                            float* lse, const int64_t* strides, int batch, int heads_q, int heads_kv, int seqlen_q,
                            int seqlen_k, int head_dim, float softmax_scale, int causal, int sm_count, void* stream,
@@ -47,7 +52,13 @@ extern "C" int fc_sm90_fwd(int bf16, int kernel_dim, const void* q, const void* 
   fc::TensorStrides* ts[4] = {&p.q_strides, &p.k_strides, &p.v_strides, &p.o_strides};
   for (int i = 0; i < 4; ++i) *ts[i] = {strides[3 * i], strides[3 * i + 1], strides[3 * i + 2]};
   p.lse_strides = {strides[12], strides[13]};
-  flashcore::Status st = bf16 ? dispatch_dim<cutlass::bfloat16_t>(kernel_dim, p, static_cast<cudaStream_t>(stream))
+  flashcore::Status st = flashcore::Status::Ok();
+#ifdef FC_SM90_VARIANTS
+  if (kernel_dim >= 1000) {
+    st = run_variant(kernel_dim - 1000, p, static_cast<cudaStream_t>(stream));
+  } else
+#endif
+  st = bf16 ? dispatch_dim<cutlass::bfloat16_t>(kernel_dim, p, static_cast<cudaStream_t>(stream))
                               : dispatch_dim<cutlass::half_t>(kernel_dim, p, static_cast<cudaStream_t>(stream));
   if (st.ok()) return 0;
   std::strncpy(error, st.message().c_str(), error_len - 1);

@@ -90,7 +90,8 @@ def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd"):
 
 
 def cases(quick):
-    dims = [64, 72, 96, 128, 160, 192, 256]
+    only = os.environ.get("CHECK_DIMS")
+    dims = [int(x) for x in only.split(",")] if only else [64, 72, 96, 128, 160, 192, 256]
     seqs = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (128, 1000), (1000, 128), (17, 4097), (4097, 17),
             (300, 301)]
     for dtype in (torch.bfloat16, torch.float16):
@@ -102,13 +103,14 @@ def cases(quick):
                     continue
                 for causal in (False, True):
                     yield (1, sq, sk, 2, 2, d, causal, dtype, "bshd")
-        for d in (64, 128, 256):
+        for d in [x for x in (64, 128, 256) if x in dims]:
             for causal in (False, True):
                 yield (2, 513, 1031, 16, 2, d, causal, dtype, "bshd")    # GQA 8:1
                 yield (2, 1031, 513, 4, 1, d, causal, dtype, "bhsd")     # MQA, BHSD strides
                 yield (3, 257, 257, 3, 3, d, causal, dtype, "packed")    # packed qkv view
                 yield (1, 2048, 2048, 4, 2, d, causal, dtype, "bshd")    # several tiles, persistent loop
-        yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
+        if 72 in dims:
+            yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
 
 
 def main():
@@ -131,7 +133,7 @@ def main():
         print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()})
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "check.json"), "w") as f:
+        with open(os.path.join(out, os.environ.get("CHECK_NAME", "check.json")), "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, results=results), f)
     return 1 if n_fail else 0
 

@@ -21,8 +21,8 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
-  // The descriptors carry the real head_dim: TMA zero-fills columns past it on load and drops
-  // them on store, as it does rows past seqlen.
+  // The descriptors carry the real head_dim: TMA zero-fills columns past it, as it does rows
+  // past seqlen.
   auto shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
   auto shape_k = make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch);
   auto shape_vt = make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch);
@@ -32,23 +32,25 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
                           make_stride(p.k_strides.row, _1{}, p.k_strides.head, p.k_strides.batch));
   Tensor mVt = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.v)), shape_vt,
                            make_stride(_1{}, p.v_strides.row, p.v_strides.head, p.v_strides.batch));
-  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_q,
-                          make_stride(p.o_strides.row, _1{}, p.o_strides.head, p.o_strides.batch));
   typename Traits::SmemLayoutK smem_k;
   typename Traits::SmemLayoutVt smem_vt;
   return {
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{}),
-      make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
       shape_q,
       shape_k,
       shape_vt,
+      p.out,
+      p.o_strides.batch,
+      p.o_strides.row,
+      p.o_strides.head,
       p.lse,
       p.lse_strides.batch,
       p.lse_strides.head,
       p.seqlen_q,
       p.seqlen_k,
+      p.head_dim,
       p.heads_q,
       p.batch,
       p.group_size,
@@ -58,12 +60,11 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
   };
 }
 
-template <class Traits>
+// Non-causal tiles all cost the same: persistent CTAs with a static stride. Causal tiles do
+// not: one tile per CTA by default, longest first (tile_scheduler.h).
+template <class Traits, bool kPersistent = !Traits::kIsCausal>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
-  // Non-causal tiles all cost the same: persistent CTAs with a static stride. Causal tiles do
-  // not: one tile per CTA, longest first (tile_scheduler.h).
-  constexpr bool kPersistent = !Traits::kIsCausal;
-  using Scheduler = FwdTileScheduler<kPersistent>;
+  using Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>;
   auto kernel = &fwd_kernel<Traits, Scheduler>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
@@ -84,7 +85,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
 template <typename Element, int kHeadDim, bool kIsCausal>
 using FwdTraitsFor =
     FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCausal).block_m, fwd_tile_size(kHeadDim, kIsCausal).block_n,
-              fwd_tile_size(kHeadDim, kIsCausal).stages, kIsCausal>;
+              fwd_tile_size(kHeadDim, kIsCausal).stages, kIsCausal, fwd_tile_size(kHeadDim, kIsCausal).ping_pong>;
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {

@@ -5,7 +5,9 @@
 // Key blocks are visited from the last to the first, so the few blocks that need a mask (the
 // ragged end of seqlen_k, the causal diagonal) come first and the unmasked loop carries no
 // mask code. V lags K by one block: QK^T of block n is issued together with P V of block n+1,
-// and the softmax of block n runs while P V of block n+1 is still on the tensor cores.
+// and the softmax of block n runs while P V of block n+1 is still on the tensor cores. With
+// ping-pong the consumer warpgroups also take turns issuing their GEMMs, so one's softmax runs
+// under the others' products.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -14,6 +16,7 @@
 #include "cuda/common/mask.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/fwd_softmax.h"
+#include "cuda/sm90/named_barrier.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/tile_scheduler.h"
 #include "cuda/sm90/wgmma.h"
@@ -33,11 +36,33 @@ struct FwdMainloop {
   static constexpr int kRows = 2;  // rows of the 64-row slab each consumer thread holds
   using Softmax = FwdSoftmax<kRows>;
 
+  // Ping-pong turns: warpgroup w waits for its turn before issuing GEMMs and hands the turn to
+  // warpgroup w+1 (cyclically) once they are issued. Each warpgroup issues the same number of
+  // batches per tile, so the last hand-over of a tile is the first turn of the next.
+  static constexpr int kTurnThreads = 2 * 128;  // the waiting warpgroup + the one handing over
+  __forceinline__ __device__ static void mma_init(int thread_idx) {
+    if constexpr (Traits::kPingPong) {
+      if (thread_idx / 128 == 0) named_barrier_arrive(kTurnThreads, FwdNamedBarrier::kWarpSchedulerWG1);
+    }
+  }
+  __forceinline__ __device__ static void turn_wait(int wg) {
+    if constexpr (Traits::kPingPong) {
+      named_barrier_sync(kTurnThreads, FwdNamedBarrier(int(FwdNamedBarrier::kWarpSchedulerWG1) + wg));
+    }
+  }
+  __forceinline__ __device__ static void turn_pass(int wg) {
+    if constexpr (Traits::kPingPong) {
+      const int next = wg + 1 == Traits::kConsumerWGs ? 0 : wg + 1;
+      named_barrier_arrive(kTurnThreads, FwdNamedBarrier(int(FwdNamedBarrier::kWarpSchedulerWG1) + next));
+    }
+  }
+
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
     return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
   }
 
-  // Producer: `iteration` counts the tiles this CTA has loaded before (the phase of barrier_o).
+  // Producer: `iteration` counts the tiles this CTA has loaded before (the phase of
+  // barrier_q_empty).
   __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, State& k_state,
                                               State& v_state, FwdTile const& tile, int iteration) {
     using namespace cute;
@@ -79,8 +104,8 @@ struct FwdMainloop {
 
     const int n_end = mask_of(params).n_block_end(tile.m_block, kBlockM, kBlockN);
     if (n_end > 0) load_k(n_end - 1);
-    // Q's buffer holds the previous tile's O until its TMA store has read it out.
-    if (iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_o, (iteration - 1) & 1);
+    // Q's buffer is free once every consumer warp has finished the previous tile's last QK^T.
+    if (iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_q_empty, (iteration - 1) & 1);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q, Traits::kBytesQ);
     copy(params.tma_q.with(shared.barrier_q), tQgQ, tQsQ);
     for (int n = n_end - 1; n > 0; --n) {
@@ -120,16 +145,29 @@ struct FwdMainloop {
     const int row0 = tile.m_block * kBlockM;
     Softmax softmax;
     float correction[kRows];
+    const int wg = thread_idx / 128;
+
+    // After the QK^T of key block 0 (the last one to read Q) has completed: Q's buffer may be
+    // refilled with the next tile's Q.
+    auto release_q = [&]() {
+      if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty);
+    };
 
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_q, q_phase);
+    if (n_end <= 0) release_q();
     if (n_end > 0) {
       // First block: S = Q K^T, softmax, nothing to accumulate yet.
       int n = n_end - 1;
       pipeline_k.consumer_wait(k_state);
-      wgmma_gemm</*zero*/ true, /*wait*/ 0, /*regA*/ false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
+      turn_wait(wg);
+      wgmma_gemm</*zero*/ true, /*wait*/ -1, /*regA*/ false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
+      turn_pass(wg);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
       pipeline_k.consumer_release(k_state);
       k_state.advance();
+      if (n == 0) release_q();
       if (n >= n_unmasked) mask.apply(tSrS, tScS, row0, n * kBlockN);
       softmax.online(tSrS, params.scale_log2, correction);
       convert_into(tSrS, tOrP);
@@ -137,20 +175,24 @@ struct FwdMainloop {
       // Steady state: S(n) = Q K(n)^T and O += P(n+1) V(n+1) in flight together.
       auto step = [&](int n, auto masked) {
         pipeline_k.consumer_wait(k_state);
+        turn_wait(wg);
         wgmma_gemm<true, -1, false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
+        if constexpr (Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
         pipeline_v.consumer_wait(v_state);
         wgmma_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index), tOrO);
+        turn_pass(wg);
         warpgroup_wait<1>();
         warpgroup_fence_operand(tSrS);
         pipeline_k.consumer_release(k_state);
         k_state.advance();
+        if (n == 0) release_q();
         if constexpr (decltype(masked)::value) mask.apply(tSrS, tScS, row0, n * kBlockN);
         softmax.online(tSrS, params.scale_log2, correction);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipeline_v.consumer_release(v_state);
         v_state.advance();
-        Softmax::rescale(tOrO, correction);
+        if constexpr (!Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
         convert_into(tSrS, tOrP);
       };
       n = n_end - 2;
@@ -158,8 +200,14 @@ struct FwdMainloop {
       for (; n >= 0; --n) step(n, cute::false_type{});
 
       // Last block's P V.
+      if constexpr (Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
       pipeline_v.consumer_wait(v_state);
-      wgmma_gemm<false, 0, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index), tOrO);
+      turn_wait(wg);
+      wgmma_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index), tOrO);
+      turn_pass(wg);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
       pipeline_v.consumer_release(v_state);
       v_state.advance();
     }

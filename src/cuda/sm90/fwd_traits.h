@@ -18,7 +18,8 @@
 
 namespace flashcore::cuda::sm90 {
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
+          bool kPingPong_>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -27,11 +28,16 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
+  static constexpr bool kPingPong = kPingPong_;
+  // d > 128: O is large (d/2 registers a thread); rescale it while QK^T runs on the tensor cores
+  // instead of after the softmax, where nothing else overlaps it.
+  static constexpr bool kRescaleOBeforeGemm = kHeadDim > 128;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA),
   // warpgroups 1.. are consumers, each owning a 64-row slab of the query tile.
   static constexpr int kConsumerWGs = kBlockM / 64;
   static_assert(kBlockM % 64 == 0 && kConsumerWGs >= 1 && kConsumerWGs <= 3);
+  static_assert(!kPingPong || kConsumerWGs >= 2, "ping-pong alternates consumer warpgroups");
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
   // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers.
@@ -65,9 +71,6 @@ struct FwdTraits {
   using SmemLayoutVt = decltype(cute::tile_to_shape(
       SmemLayoutAtomVt{}, cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
       cute::Step<cute::_2, cute::_1, cute::_3>{}));  // (d, N, stage)
-  // O is staged in Q's buffer with Q's layout: a warpgroup's O rows land exactly on its own Q
-  // rows, which only its own (finished) QK^T products read.
-  using SmemLayoutO = SmemLayoutQ;
 
   // Global tensors as TMA sees them: (seqlen, d, head, batch), d contiguous; V as (d, seqlen, ...).
   using ShapeQKV = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -86,21 +89,16 @@ struct FwdTraits {
       cute::SM90_TMA_LOAD{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideVt{}),
       cute::take<0, 2>(SmemLayoutVt{}), cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::_1{}));
-  using TmaO = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_STORE{},
-      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeQKV{}, StrideQKV{}),
-      SmemLayoutO{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}, cute::_1{}));
-
   // Bytes one TMA of each kind delivers (out-of-bounds elements are zero-filled and counted).
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;  // also O in the epilogue
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
     alignas(16) uint64_t barrier_q;  // Q of the current tile has landed
-    uint64_t barrier_o;              // the epilogue's TMA store has read O (= Q's buffer) out
+    uint64_t barrier_q_empty;        // every consumer warp is done reading Q (one arrival each)
     TmaPipelineStorage<kStages> pipeline_k;
     TmaPipelineStorage<kStages> pipeline_v;
   };
@@ -111,15 +109,19 @@ struct FwdTraits {
     TmaQ tma_q;
     TmaK tma_k;
     TmaV tma_v;
-    TmaO tma_o;
     ShapeQKV shape_q;   // (seqlen_q, head_dim, heads_q, batch)
     ShapeQKV shape_k;   // (seqlen_k, head_dim, heads_kv, batch)
     ShapeQKV shape_vt;  // (head_dim, seqlen_k, heads_kv, batch)
+    void* out;
+    int64_t o_batch_stride;
+    int64_t o_row_stride;
+    int64_t o_head_stride;
     float* lse;
     int64_t lse_batch_stride;
     int64_t lse_head_stride;
     int seqlen_q;
     int seqlen_k;
+    int head_dim;
     int heads_q;
     int batch;
     int group_size;

@@ -7,10 +7,9 @@
 namespace flashcore::cuda::sm90 {
 
 enum class FwdNamedBarrier : int {
-  kEpilogue = 0,          // all consumer threads: O is in smem, the TMA store may read it
-  kWarpSchedulerWG1 = 1,  // ping-pong: warpgroup i waits on kWarpSchedulerWG1 + i before its GEMMs
-  kWarpSchedulerWG2 = 2,
-  kWarpSchedulerWG3 = 3,
+  kWarpSchedulerWG1 = 0,  // ping-pong: warpgroup i waits on kWarpSchedulerWG1 + i before its GEMMs
+  kWarpSchedulerWG2 = 1,
+  kWarpSchedulerWG3 = 2,
 };
 
 __forceinline__ __device__ void named_barrier_sync(int num_threads, FwdNamedBarrier id) {

@@ -1,10 +1,12 @@
 // Which (m_block, head, batch) tiles a CTA works on.
 //
-// Non-causal: persistent. The grid has min(#tiles, #SMs) CTAs and CTA i takes tiles i,
-// i + gridDim.x, ...; m_block varies fastest so the CTAs running together share a head's K/V
-// in L2. Every tile costs the same, so the static stride balances.
-// Causal: one tile per CTA, the hardware block scheduler balancing the unequal tiles; within a
-// head the m_blocks run longest-first (reversed), so the short tiles fill the tail of the wave.
+// Persistent: the grid has min(#tiles, #SMs) CTAs and CTA i takes tiles i, i + gridDim.x, ...
+// Otherwise one tile per CTA, the hardware block scheduler balancing.
+// Order, non-causal: m_block fastest, so the CTAs running together share a head's K/V in L2.
+// Order, causal (tiles of unequal cost): longest first. One tile per CTA: m_blocks reversed
+// within each head, the short tiles of a head filling in behind the long ones. Persistent: the
+// whole list sorted by cost (m_block reversed, slowest), so the static stride hands every CTA
+// nearly the same sequence of costs.
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -15,7 +17,7 @@ struct FwdTile {
   int batch;
 };
 
-template <bool kPersistent>
+template <bool kPersistent, bool kCausalOrder>
 struct FwdTileScheduler {
   int num_m_blocks;
   int heads;
@@ -32,9 +34,16 @@ struct FwdTileScheduler {
   __device__ bool valid(int tile) const { return tile < num_tiles(); }
 
   __device__ FwdTile decode(int tile) const {
-    const int m = tile % num_m_blocks;
-    const int head_batch = tile / num_m_blocks;
-    return {kPersistent ? m : num_m_blocks - 1 - m, head_batch % heads, head_batch / heads};
+    int m, head_batch;
+    if constexpr (kCausalOrder && kPersistent) {
+      head_batch = tile % (heads * batch);
+      m = num_m_blocks - 1 - tile / (heads * batch);
+    } else {
+      m = tile % num_m_blocks;
+      head_batch = tile / num_m_blocks;
+      if constexpr (kCausalOrder) m = num_m_blocks - 1 - m;
+    }
+    return {m, head_batch % heads, head_batch / heads};
   }
 };
 
