@@ -3,7 +3,16 @@
 // scheduler. Included only by src/cuda/instantiations/fwd_sm90_*.cu.
 #pragma once
 
+// Before any CuTe header: the N = 80/176/... wgmma shapes of the tile table (fwd_traits.h checks
+// that every QK^T is one wgmma wide).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
+
 #include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
 
 #include <cute/tensor.hpp>
 
@@ -67,14 +76,21 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   using Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>;
   auto kernel = &fwd_kernel<Traits, Scheduler>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // The smem opt-in is per device; set it once per device rather than on every call (it is a
+  // driver round trip that shows in small-shape latency).
+  int device = 0;
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  static std::atomic<uint64_t> smem_configured{0};  // bit i: device i done (devices >= 64 always set)
+  const uint64_t bit = device < 64 ? (uint64_t{1} << device) : 0;
+  if (bit == 0 || !(smem_configured.load(std::memory_order_relaxed) & bit)) {
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    smem_configured.fetch_or(bit, std::memory_order_relaxed);
+  }
 
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   int sm_count = p.sm_count;
   if (kPersistent && sm_count <= 0) {
-    int device = 0;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   }
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), sm_count);

@@ -2,7 +2,9 @@
 // GMMA-swizzled shared-memory layouts, TMA copy types, shared storage and kernel parameters.
 #pragma once
 
-// N = 80/112/176 wgmma shapes (d256's 128 x 80 tile) need CuTe's extended shape list.
+// N = 80/112/176 wgmma shapes (d256's 128 x 80 tile) need CuTe's extended shape list, defined
+// before the first CuTe header of the TU (fwd_launch_template.h does it); the static_assert
+// below catches a TU where it came too late.
 #ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #endif
@@ -56,6 +58,11 @@ struct FwdTraits {
       cute::GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapePV, cute::GMMA::Major::K,
                                  cute::GMMA::Major::MN>(),
       AtomLayoutMma{}));
+  // One wgmma spans the whole key block: without the extended shape list CuTe would split
+  // N = 80 into five N = 16 instructions, each re-reading Q from smem.
+  static_assert(cute::size<1>(typename TiledMmaQK::Shape_MNK{}) == kBlockN,
+                "QK^T wgmma narrower than kBlockN: define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED first");
+  static_assert(cute::size<1>(typename TiledMmaPV::Shape_MNK{}) == kHeadDim, "P V wgmma narrower than d");
 
   using SmemLayoutAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                                    cute::GMMA::Major::K, Element, cute::Int<kBlockM>, cute::Int<kHeadDim>>());
