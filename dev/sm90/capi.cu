@@ -43,7 +43,8 @@ extern "C" int fc_sm90_fwd(int bf16, int kernel_dim, const void* q, const void* 
   p.softmax_scale = softmax_scale;
   p.scale_log2 = softmax_scale * 1.4426950408889634f;
   p.causal = causal != 0;
-  p.sm_count = sm_count;
+  p.device.sm_count = sm_count;
+  cudaGetDevice(&p.device.ordinal);
   p.q = q;
   p.k = k;
   p.v = v;

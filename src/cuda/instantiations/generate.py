@@ -30,6 +30,15 @@ FAMILIES = {
         "flags": [],
         "passes": {"fwd": [32, 64, 96, 128, 192, 256], "bwd": [32, 64, 96, 128, 192, 256]},
     },
+    "sm90": {
+        # TMA, wgmma, setmaxnreg: sm_90a code runs on compute capability 9.0 only (H100, H200).
+        # The extended MMA shapes enable wgmma N = 80, 144, 176, ... for the tile table.
+        "enum": "kSm90",
+        "cc": (90, 90),
+        "archs": "90a-real",
+        "flags": ["-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"],
+        "passes": {"fwd": [64, 96, 128, 192, 256]},
+    },
 }
 LAUNCHERS = {"fwd": ("run_fwd", "FwdParams"), "bwd": ("run_bwd", "BwdParams")}
 

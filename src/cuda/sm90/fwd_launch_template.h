@@ -78,8 +78,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   constexpr int kSmemBytes = Traits::kSmemBytes;
   // The smem opt-in is per device; set it once per device rather than on every call (it is a
   // driver round trip that shows in small-shape latency).
-  int device = 0;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const int device = p.device.ordinal;
   static std::atomic<uint64_t> smem_configured{0};  // bit i: device i done (devices >= 64 always set)
   const uint64_t bit = device < 64 ? (uint64_t{1} << device) : 0;
   if (bit == 0 || !(smem_configured.load(std::memory_order_relaxed) & bit)) {
@@ -89,11 +88,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
 
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
-  int sm_count = p.sm_count;
-  if (kPersistent && sm_count <= 0) {
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  }
-  const int grid = Scheduler::grid_size(scheduler.num_tiles(), sm_count);
+  const int grid = Scheduler::grid_size(scheduler.num_tiles(), p.device.sm_count);
   kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler);
   return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
 }
