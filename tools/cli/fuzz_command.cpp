@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 #include <atomic>
@@ -78,7 +79,11 @@ void run_jobs(std::int64_t count, int jobs, const Body& body) {
     for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) body(i);
   };
   std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(drain);
+  try {
+    for (int j = 1; j < jobs; ++j) threads.emplace_back(drain);
+  } catch (const std::exception&) {
+    // No more threads (std::system_error) or memory: the ones running, this one included, finish.
+  }
   drain();
   for (std::thread& t : threads) t.join();
 }
