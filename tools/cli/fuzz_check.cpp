@@ -123,6 +123,7 @@ class FuzzTensor {
 bool call_failed(const Status& status, const char* what, ProblemResult* result) {
   if (status.ok()) return false;
   result->verdict = status.code() == StatusCode::kNotSupported ? Verdict::kSkipped : Verdict::kFailed;
+  result->device_error = status.code() == StatusCode::kCudaError;
   result->message = std::string(what) + ": " + status.message();
   return true;
 }
