@@ -55,6 +55,22 @@ def flops(b, h, sq, sk, d, causal):
     return f / 2 if causal else f
 
 
+def graph_latency_us(fn, iters=50):
+    """One call captured in a CUDA graph; events around each replay (p50/p90, microseconds)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    for _ in range(5):
+        graph.replay()
+    return latency_us(graph.replay, iters=iters, warmup=0)
+
+
 def _sdpa(backend, q, k, v, causal=False):
     with sdpa_kernel(backend):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -67,7 +83,7 @@ def main():
     rows = []
     for dtype in dtypes:
         for d in dims:
-            for causal in (False, True):
+            for causal in [c for c in (False, True) if os.environ.get("CAUSAL", "both") in ("both", str(int(c)))]:
                 for s in seqs:
                     b, h = 16384 // s, 2048 // d
                     q = torch.randn(b, s, h, d, device=DEV, dtype=dtype)
@@ -120,6 +136,9 @@ def main():
                           f"  fa2 {row['fa2'] or 0:6.1f}  x cudnn {row['flashcore_sm90'] / (row['cudnn'] or float('nan')):.3f}", flush=True)
                     del q, k, v, out, kt, vt
 
+    if os.environ.get("LATENCY", "1") != "1":
+        _save(rows, None)
+        return
     # Small-shape latency: B=1, H=8, S=512, D=64 fp16: eager (one call, host overhead in) and
     # queued (GPU time per call).
     q = torch.randn(1, 512, 8, 64, device=DEV, dtype=torch.float16)
@@ -129,8 +148,18 @@ def main():
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
         fns[name] = (lambda backend: lambda: _sdpa(backend, qt, kt, vt))(backend)
-    lat = {name: dict(eager=latency_us(fn), queued_us=time_ms(fn, iters=50) * 1e3) for name, fn in fns.items()}
+    lat = {}
+    for name, fn in fns.items():
+        lat[name] = dict(eager=latency_us(fn), queued_us=time_ms(fn, iters=50) * 1e3)
+        try:
+            lat[name]["graph"] = graph_latency_us(fn)
+        except Exception as e:  # noqa: BLE001
+            lat[name]["graph"] = repr(e)
     print("latency us (1x8x512x64 fp16):", json.dumps(lat))
+    _save(rows, lat)
+
+
+def _save(rows, lat):
     o = os.environ.get("OUT")
     if o:
         with open(os.path.join(o, os.environ.get("BENCH_NAME", "bench.json")), "w") as fh:

@@ -94,7 +94,8 @@ def cases(quick):
     dims = [int(x) for x in only.split(",")] if only else [64, 72, 96, 128, 160, 192, 256]
     seqs = [(1, 1), (17, 17), (1000, 1000), (4097, 4097), (128, 1000), (1000, 128), (17, 4097), (4097, 17),
             (300, 301)]
-    for dtype in (torch.bfloat16, torch.float16):
+    dtypes = [dict(bf16=torch.bfloat16, fp16=torch.float16)[x] for x in os.environ.get("CHECK_DTYPES", "bf16,fp16").split(",")]
+    for dtype in dtypes:
         for d in dims:
             for sq, sk in seqs:
                 if quick and (sq, sk) not in ((17, 17), (1000, 1000), (1000, 128), (128, 1000)):
@@ -109,6 +110,9 @@ def cases(quick):
                 yield (2, 1031, 513, 4, 1, d, causal, dtype, "bhsd")     # MQA, BHSD strides
                 yield (3, 257, 257, 3, 3, d, causal, dtype, "packed")    # packed qkv view
                 yield (1, 2048, 2048, 4, 2, d, causal, dtype, "bshd")    # several tiles, persistent loop
+        for d in [x for x in (128, 256) if x in dims]:  # > 64 m_blocks: the one-tile-per-CTA causal path
+            if not quick:
+                yield (1, 8300, 8300, 1, 1, d, True, dtype, "bshd")
         if 72 in dims:
             yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
 

@@ -13,19 +13,31 @@ flashcore::Status run_variant_d128_causal_persistent(const flashcore::cuda::FwdP
 flashcore::Status run_variant_d64_3wg(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_d128_3stage(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_d64_3stage(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_zigzag_d64(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_zigzag_d128(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_zigzag_d256(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
-// 4: bf16 d128 128x128 with 3 K/V stages; 5: bf16 d64 128x128 with 3 K/V stages.
+// 4: bf16 d128 128x128 with 3 K/V stages; 5: bf16 d64 128x128 with 3 K/V stages;
+// 6/7/8: bf16 d64/d128/d256 causal with the persistent zig-zag scheduler (main tiles), non-causal
+// as main. Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
+#ifdef FC_SM90_VARIANTS_1
     case 0: return run_variant_d128_n176(p, s);
     case 1: return run_variant_d256_pp(p, s);
     case 2: return run_variant_d128_causal_persistent(p, s);
     case 3: return run_variant_d64_3wg(p, s);
+#endif
 #ifdef FC_SM90_VARIANTS_2
     case 4: return run_variant_d128_3stage(p, s);
     case 5: return run_variant_d64_3stage(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_3
+    case 6: return run_variant_zigzag_d64(p, s);
+    case 7: return run_variant_zigzag_d128(p, s);
+    case 8: return run_variant_zigzag_d256(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 
@@ -71,9 +72,9 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
 
 // Non-causal tiles all cost the same: persistent CTAs with a static stride. Causal tiles do
 // not: one tile per CTA by default, longest first (tile_scheduler.h).
-template <class Traits, bool kPersistent = !Traits::kIsCausal>
+template <class Traits, bool kPersistent = !Traits::kIsCausal,
+          class Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
-  using Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>;
   auto kernel = &fwd_kernel<Traits, Scheduler>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   // The smem opt-in is per device; set it once per device rather than on every call (it is a
@@ -100,8 +101,14 @@ using FwdTraitsFor =
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>>(params, stream)
-                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>>(params, stream);
+  if (!params.causal) return launch_fwd<FwdTraitsFor<Element, kHeadDim, false>>(params, stream);
+  using Causal = FwdTraitsFor<Element, kHeadDim, true>;
+  constexpr int kZigZagMaxMBlocks = fwd_tile_size(kHeadDim, true).zigzag_max_m_blocks;
+  if constexpr (kZigZagMaxMBlocks > 0) {
+    const int num_m_blocks = (params.seqlen_q + Causal::kBlockM - 1) / Causal::kBlockM;
+    if (num_m_blocks <= kZigZagMaxMBlocks) return launch_fwd<Causal, true, FwdZigZagScheduler>(params, stream);
+  }
+  return launch_fwd<Causal>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

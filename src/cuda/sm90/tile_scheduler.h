@@ -7,6 +7,11 @@
 // within each head, the short tiles of a head filling in behind the long ones. Persistent: the
 // whole list sorted by cost (m_block reversed, slowest), so the static stride hands every CTA
 // nearly the same sequence of costs.
+//
+// FwdZigZagScheduler (causal, persistent): a work item is the pair of m_blocks (num_m-1-i, i) of
+// one head, whose causal costs add up to about the same for every i, so the static stride over
+// items balances without a counter; items are head-major, so the CTAs running together share a
+// few heads' K/V in L2. A tile is encoded as item * 2 + (0: the long m_block, 1: the short one).
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -43,6 +48,36 @@ struct FwdTileScheduler {
       head_batch = tile / num_m_blocks;
       if constexpr (kCausalOrder) m = num_m_blocks - 1 - m;
     }
+    return {m, head_batch % heads, head_batch / heads};
+  }
+};
+
+struct FwdZigZagScheduler {
+  int num_m_blocks;
+  int heads;
+  int batch;
+
+  __host__ __device__ int items_per_head() const { return (num_m_blocks + 1) / 2; }
+  __host__ __device__ int num_items() const { return items_per_head() * heads * batch; }
+  __host__ int num_tiles() const { return num_items(); }  // what the grid is sized by
+
+  __host__ static int grid_size(int num_items, int sm_count) { return num_items < sm_count ? num_items : sm_count; }
+
+  __device__ int first_tile() const { return int(blockIdx.x) * 2; }
+  __device__ int next_tile(int tile) const {
+    const int item = tile >> 1;
+    const int i = item % items_per_head();
+    const bool has_pair = num_m_blocks - 1 - i != i;
+    if ((tile & 1) == 0 && has_pair) return tile + 1;
+    return (item + int(gridDim.x)) * 2;
+  }
+  __device__ bool valid(int tile) const { return (tile >> 1) < num_items(); }
+
+  __device__ FwdTile decode(int tile) const {
+    const int item = tile >> 1;
+    const int i = item % items_per_head();
+    const int head_batch = item / items_per_head();
+    const int m = (tile & 1) ? i : num_m_blocks - 1 - i;
     return {m, head_batch % heads, head_batch / heads};
   }
 };
