@@ -69,6 +69,18 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& dout, int num_threads = 0);
 
+// dq and dk when seqlen_k == 1: every row sees one key (or none), the softmax is constant, the
+// exact dq and dk are 0 and so is the baseline's error, and the rule's bound collapses to 2 ulp at
+// magnitude 0. FlashAttention's backward forms dS = dP - D from two fp32 dot products of the same
+// terms summed in different orders (dP = dO·V by the tensor cores, D = rowsum(dO·O) with O = V),
+// each off by at most d·2^-24·Σ|dO_i V_i|. This returns the largest |dq| (`for_dq`) or |dk| that
+// error can produce: scale · |dS| bound · max|k| for dq, and for dk the same summed over the
+// query rows that share the key (seqlen_q · heads_q / heads_kv). Results are judged by
+// max|got| <= this bound + 1 ulp of it.
+double single_key_gradient_bound(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
+                                 const std::vector<double>& k, const std::vector<double>& v,
+                                 const std::vector<double>& dout, bool for_dq);
+
 // `value` rounded to the nearest dtype number (via fp32, as the baseline's fp32 results are).
 double round_to(DType dtype, double value);
 

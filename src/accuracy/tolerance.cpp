@@ -91,4 +91,29 @@ Comparison compare_to_reference(const std::string& name, DType dtype, double fac
   return c;
 }
 
+double single_key_gradient_bound(const ReferenceProblem& p, DType dtype, const std::vector<double>& q,
+                                 const std::vector<double>& k, const std::vector<double>& v,
+                                 const std::vector<double>& dout, bool for_dq) {
+  const std::int64_t d = p.head_dim;
+  const std::int64_t group = p.heads_q / p.heads_kv;
+  double max_dot = 0.0;  // max over query rows of sum_i |dO_i V_i|, V the row's one key
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        const double* o = dout.data() + ((b * p.seqlen_q + i) * p.heads_q + h) * d;
+        const double* vr = v.data() + (b * p.seqlen_k * p.heads_kv + h / group) * d;
+        double dot = 0.0;
+        for (std::int64_t c = 0; c < d; ++c) dot += std::fabs(o[c] * vr[c]);
+        max_dot = std::max(max_dot, dot);
+      }
+    }
+  }
+  double max_other = 0.0;
+  for (double x : for_dq ? k : q) max_other = std::max(max_other, std::fabs(x));
+  const double ds_bound = 2.0 * static_cast<double>(d) * std::ldexp(1.0, -24) * max_dot * (1.0 + std::ldexp(1.0, -7));
+  const double rows = for_dq ? 1.0 : static_cast<double>(p.seqlen_q * group);
+  const double bound = std::fabs(p.softmax_scale) * ds_bound * max_other * rows;
+  return bound + ulp_at(dtype, bound);
+}
+
 }  // namespace flashcore::accuracy
