@@ -1,0 +1,80 @@
+// The score options softcap and ALiBi (attention.h), applied in a family's tile loop to the raw
+// products q·k of an accumulator tile:
+//   s = softcap * tanh(scale * q·k / softcap)      (or scale * q·k without softcap)
+//       - slope * |i + seqlen_k - seqlen_q - j|    (ALiBi)
+// after which the softmax runs with scale 1 (scale_log2 = log2(e)) and the LSE is in these units.
+// The backward also needs d s / d (scale * q·k): 1 - tanh² with softcap, else 1.
+//
+// Kernels take it behind one compile-time switch (kHasScoreMod), so the plain kernels carry no
+// code for it; within the score-mod kernels softcap and ALiBi are uniform runtime branches.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/params.h"
+
+namespace flashcore::cuda {
+
+// tanh in one MUFU instruction (sm_75+), as FlashAttention's softcap uses (max error about 2^-11
+// relative, below bf16's and fp16's rounding of the scores' products).
+__forceinline__ __device__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+inline constexpr float kScoreModLog2e = 1.4426950408889634f;
+
+struct ScoreMod {
+  float scale;           // softmax_scale
+  float softcap;         // 0: off
+  float scale_over_cap;  // softmax_scale / softcap
+  float slope;           // 0: no ALiBi
+  int diagonal;          // seqlen_k - seqlen_q
+
+  __forceinline__ __device__ static ScoreMod make(const ProblemParams& params, int batch, int head) {
+    ScoreMod m;
+    m.scale = params.softmax_scale;
+    m.softcap = params.softcap;
+    m.scale_over_cap = params.softcap > 0.0f ? params.softmax_scale / params.softcap : 0.0f;
+    m.slope = params.alibi_slopes == nullptr ? 0.0f : params.alibi_slopes[batch * params.alibi_batch_stride + head];
+    m.diagonal = params.seqlen_k - params.seqlen_q;
+    return m;
+  }
+
+  // The score of raw product qk at (row, col) of the full matrix; *dscore = d score / d (scale qk).
+  __forceinline__ __device__ float operator()(float qk, int row, int col, float* dscore) const {
+    float s;
+    if (softcap > 0.0f) {
+      const float t = fast_tanh(qk * scale_over_cap);
+      s = softcap * t;
+      *dscore = 1.0f - t * t;
+    } else {
+      s = qk * scale;
+      *dscore = 1.0f;
+    }
+    return s - slope * static_cast<float>(abs(row + diagonal - col));
+  }
+
+  // Every entry of an accumulator tile; `coords` is the identity tensor of the tile partitioned
+  // like the accumulator, (row0, col0) the tile's corner in the full matrix.
+  template <class TensorAcc, class TensorCoord>
+  __forceinline__ __device__ void apply(TensorAcc& acc, TensorCoord const& coords, int row0, int col0) const {
+    if (softcap > 0.0f) {
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) = softcap * fast_tanh(acc(i) * scale_over_cap);
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) *= scale;
+    }
+    if (slope != 0.0f) {
+      const int shift = row0 + diagonal - col0;
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(acc); ++i) {
+        acc(i) -= slope * static_cast<float>(abs(cute::get<0>(coords(i)) - cute::get<1>(coords(i)) + shift));
+      }
+    }
+  }
+};
+
+}  // namespace flashcore::cuda
