@@ -174,6 +174,7 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
   pp.has_score_mod = p.has_score_mod();
   pp.softcap = p.softcap;
+  pp.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
   pp.alibi_slopes = p.alibi_slopes;
   pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.device = device;

@@ -51,6 +51,7 @@ struct ProblemParams {
   // Score options (common/score_mod.h); a family runs them only with its score-mod kernels.
   bool has_score_mod = false;  // softcap > 0 or alibi_slopes
   float softcap = 0;           // 0: off
+  float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)
   const float* alibi_slopes = nullptr;  // slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; null: off
   std::int64_t alibi_batch_stride = 0;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks

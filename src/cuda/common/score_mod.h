@@ -6,7 +6,10 @@
 // The backward also needs d s / d (scale * q·k): 1 - tanh² with softcap, else 1.
 //
 // Kernels take it behind one compile-time switch (kHasScoreMod), so the plain kernels carry no
-// code for it; within the score-mod kernels softcap and ALiBi are uniform runtime branches.
+// code for it; within the score-mod kernels softcap and ALiBi are uniform runtime branches. Every
+// factor is read from the kernel's __grid_constant__ params (constant-bank operands of the FMULs
+// and FFMAs) rather than held in registers: the sm80 d = 64 forward already runs at 255 registers,
+// and five live floats more cost it a hundred bytes of spills.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -26,49 +29,40 @@ __forceinline__ __device__ float fast_tanh(float x) {
 inline constexpr float kScoreModLog2e = 1.4426950408889634f;
 
 struct ScoreMod {
-  float scale;           // softmax_scale
-  float softcap;         // 0: off
-  float scale_over_cap;  // softmax_scale / softcap
-  float slope;           // 0: no ALiBi
-  int diagonal;          // seqlen_k - seqlen_q
-
-  __forceinline__ __device__ static ScoreMod make(const ProblemParams& params, int batch, int head) {
-    ScoreMod m;
-    m.scale = params.softmax_scale;
-    m.softcap = params.softcap;
-    m.scale_over_cap = params.softcap > 0.0f ? params.softmax_scale / params.softcap : 0.0f;
-    m.slope = params.alibi_slopes == nullptr ? 0.0f : params.alibi_slopes[batch * params.alibi_batch_stride + head];
-    m.diagonal = params.seqlen_k - params.seqlen_q;
-    return m;
+  // The ALiBi slope of (batch, head); 0 without ALiBi.
+  __forceinline__ __device__ static float slope(const ProblemParams& params, int batch, int head) {
+    return params.alibi_slopes == nullptr ? 0.0f : params.alibi_slopes[batch * params.alibi_batch_stride + head];
   }
 
   // The score of raw product qk at (row, col) of the full matrix; *dscore = d score / d (scale qk).
-  __forceinline__ __device__ float operator()(float qk, int row, int col, float* dscore) const {
+  __forceinline__ __device__ static float score(const ProblemParams& params, float slope, float qk, int row, int col,
+                                                float* dscore) {
     float s;
-    if (softcap > 0.0f) {
-      const float t = fast_tanh(qk * scale_over_cap);
-      s = softcap * t;
+    if (params.softcap > 0.0f) {
+      const float t = fast_tanh(qk * params.softcap_scale);
+      s = params.softcap * t;
       *dscore = 1.0f - t * t;
     } else {
-      s = qk * scale;
+      s = qk * params.softmax_scale;
       *dscore = 1.0f;
     }
-    return s - slope * static_cast<float>(abs(row + diagonal - col));
+    return s - slope * static_cast<float>(abs(row + params.seqlen_k - params.seqlen_q - col));
   }
 
   // Every entry of an accumulator tile; `coords` is the identity tensor of the tile partitioned
   // like the accumulator, (row0, col0) the tile's corner in the full matrix.
   template <class TensorAcc, class TensorCoord>
-  __forceinline__ __device__ void apply(TensorAcc& acc, TensorCoord const& coords, int row0, int col0) const {
-    if (softcap > 0.0f) {
+  __forceinline__ __device__ static void apply(const ProblemParams& params, float slope, TensorAcc& acc,
+                                               TensorCoord const& coords, int row0, int col0) {
+    if (params.softcap > 0.0f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) = softcap * fast_tanh(acc(i) * scale_over_cap);
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) = params.softcap * fast_tanh(acc(i) * params.softcap_scale);
     } else {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) *= scale;
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) *= params.softmax_scale;
     }
     if (slope != 0.0f) {
-      const int shift = row0 + diagonal - col0;
+      const int shift = row0 + params.seqlen_k - params.seqlen_q - col0;
       CUTE_UNROLL
       for (int i = 0; i < cute::size(acc); ++i) {
         acc(i) -= slope * static_cast<float>(abs(cute::get<0>(coords(i)) - cute::get<1>(coords(i)) + shift));

@@ -59,8 +59,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
   const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, params.window_left, params.window_right};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
-  // Softcap and ALiBi of every query head of the group (the slope is per head).
-  auto score_mod_of = [&](int head) { return kHasScoreMod ? ScoreMod::make(params, batch, head) : ScoreMod{}; };
+
 
   // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
   // rows (fp32, kBlockM each, kStages buffers), loaded with Q so no register holds them across
@@ -230,7 +229,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       // issues the masked path's FSEL and a second FMUL per element (tuning log v7).
       auto process_query_block = [&](auto masked_tag) {
         constexpr bool kMasked = decltype(masked_tag)::value;
-        [[maybe_unused]] const ScoreMod score_mod = score_mod_of(head);
+        // ALiBi's slope is per query head: read (from L1) once per tile.
+        [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
         Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
         Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
         clear(acc_s);
@@ -256,7 +256,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
             float p;
             float dscore = 1.0f;
             if constexpr (kHasScoreMod) {
-              const float score = score_mod(scores(r, c), m0 + row, n0 + get<1>(tScS_rc(r, c)), &dscore);
+              const float score =
+                  ScoreMod::score(params, alibi_slope, scores(r, c), m0 + row, n0 + get<1>(tScS_rc(r, c)), &dscore);
               p = fast_exp2(score * kScoreModLog2e - row_lse_log2);
             } else {
               p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);

@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   int stage = 0;
   // With softcap or ALiBi the scores leave the products already scaled (score_mod.h): the softmax
   // then takes them with scale 1.
-  [[maybe_unused]] const ScoreMod score_mod = kHasScoreMod ? ScoreMod::make(params, batch, head) : ScoreMod{};
+  [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
   const float softmax_scale_log2 = kHasScoreMod ? kScoreModLog2e : params.scale_log2;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
-    if constexpr (kHasScoreMod) score_mod.apply(acc_s, tScS, m0, n * kBlockN);
+    if constexpr (kHasScoreMod) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
@@ -190,11 +190,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, smem_thr_copy_v.partition_S(sVt_at(stage)), smem_copy_v, tid);
     if constexpr (kStagesKV == 2) stage ^= 1;
   };
-  // Blocks right of the first row's window edge (or past seqlen_k), then the unmasked middle, then
-  // blocks straddling the last row's left window edge (none without a left bound).
-  for (; n_block >= max(n_block_unmasked, n_block_begin); --n_block) process_key_block(n_block, std::true_type{});
-  for (; n_block >= max(n_block_unmasked_begin, n_block_begin); --n_block) process_key_block(n_block, std::false_type{});
-  for (; n_block >= n_block_begin; --n_block) process_key_block(n_block, std::true_type{});
+  // Blocks right of the first row's window edge (or past seqlen_k) and blocks straddling the last
+  // row's left window edge (none without a left bound) take the mask; the middle does not. One
+  // loop with a uniform branch, not a loop per range: a third inlined copy of the masked body
+  // costs the d = 64 kernels (at 255 registers) a few hundred bytes of spills.
+  for (; n_block >= n_block_begin; --n_block) {
+    if (n_block >= n_block_unmasked || n_block < n_block_unmasked_begin) {
+      process_key_block(n_block, std::true_type{});
+    } else {
+      process_key_block(n_block, std::false_type{});
+    }
+  }
 
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
