@@ -175,6 +175,7 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.has_score_mod = p.has_score_mod();
   pp.softcap = p.softcap;
   pp.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
+  pp.softcap_inv_sq = p.softcap > 0.0f ? 1.0f / (p.softcap * p.softcap) : 0.0f;
   pp.alibi_slopes = p.alibi_slopes;
   pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.device = device;

@@ -52,6 +52,7 @@ struct ProblemParams {
   bool has_score_mod = false;  // softcap > 0 or alibi_slopes
   float softcap = 0;           // 0: off
   float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)
+  float softcap_inv_sq = 0;    // 1 / softcap², 0 without softcap (the backward's 1 - tanh²)
   const float* alibi_slopes = nullptr;  // slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; null: off
   std::int64_t alibi_batch_stride = 0;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks

@@ -23,6 +23,10 @@
 
 namespace flashcore::cuda {
 
+// min and max for host and device alike (the host half is unit-tested by a host compiler).
+__forceinline__ __host__ __device__ int mask_min(int a, int b) { return a < b ? a : b; }
+__forceinline__ __host__ __device__ int mask_max(int a, int b) { return a > b ? a : b; }
+
 struct AttentionMask {
   int seqlen_q;
   int seqlen_k;
@@ -47,14 +51,14 @@ struct AttentionMask {
     int keys = seqlen_k;
     if (has_right()) {
       const int last_visible = (m_block + 1) * block_m - 1 + diagonal() + max_offset();  // of the block's last row
-      keys = min(keys, max(last_visible + 1, 0));
+      keys = mask_min(keys, mask_max(last_visible + 1, 0));
     }
     return (keys + block_n - 1) / block_n;
   }
   __forceinline__ __host__ __device__ int n_block_begin(int m_block, int block_m, int block_n) const {
     if (!has_left()) return 0;
     const int first_visible = m_block * block_m + diagonal() - window_left;  // of the block's first row
-    return min(max(first_visible, 0), seqlen_k) / block_n;
+    return mask_min(mask_max(first_visible, 0), seqlen_k) / block_n;
   }
 
   // Key blocks below n_block_unmasked need no right-side mask for any row of query block m_block:
@@ -63,7 +67,7 @@ struct AttentionMask {
     int full_keys = seqlen_k;
     if (has_right()) {
       const int first_row_visible = m_block * block_m + diagonal() + max_offset() + 1;  // keys seen by the first row
-      full_keys = min(full_keys, max(first_row_visible, 0));
+      full_keys = mask_min(full_keys, mask_max(first_row_visible, 0));
     }
     return full_keys / block_n;
   }
@@ -72,7 +76,7 @@ struct AttentionMask {
   __forceinline__ __host__ __device__ int n_block_unmasked_begin(int m_block, int block_m, int block_n) const {
     if (!has_left()) return 0;
     const int last_row_first = (m_block + 1) * block_m - 1 + diagonal() - window_left;
-    return (min(max(last_row_first, 0), seqlen_k) + block_n - 1) / block_n;
+    return (mask_min(mask_max(last_row_first, 0), seqlen_k) + block_n - 1) / block_n;
   }
 
   // ---- backward: query blocks of the key block starting at n0 ----
@@ -80,14 +84,14 @@ struct AttentionMask {
   // First query block that sees any key of the key block starting at n0 (key block [n0, n0 +
   // block_n) is seen by queries i >= n0 - diagonal() - right only).
   __forceinline__ __host__ __device__ int m_block_min(int n0, int block_m) const {
-    return has_right() ? max(n0 - diagonal() - max_offset(), 0) / block_m : 0;
+    return has_right() ? mask_max(n0 - diagonal() - max_offset(), 0) / block_m : 0;
   }
   // One past the last query block that sees any key of the key block [n0, n0 + block_n): its last
   // key is seen by queries i <= n0 + block_n - 1 - diagonal() + left only. m_blocks: all of them.
   __forceinline__ __host__ __device__ int m_block_max(int n0, int block_n, int block_m, int m_blocks) const {
     if (!has_left()) return m_blocks;
-    const int last_row = min(n0 + block_n, seqlen_k) - 1 - diagonal() + window_left;
-    return last_row < 0 ? 0 : min(m_blocks, last_row / block_m + 1);
+    const int last_row = mask_min(n0 + block_n, seqlen_k) - 1 - diagonal() + window_left;
+    return last_row < 0 ? 0 : mask_min(m_blocks, last_row / block_m + 1);
   }
 
   // Whether tile (m0, n0) holds any pair that must be masked: keys past seqlen_k, keys right of

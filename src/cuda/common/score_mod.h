@@ -34,26 +34,12 @@ struct ScoreMod {
     return params.alibi_slopes == nullptr ? 0.0f : params.alibi_slopes[batch * params.alibi_batch_stride + head];
   }
 
-  // The score of raw product qk at (row, col) of the full matrix; *dscore = d score / d (scale qk).
-  __forceinline__ __device__ static float score(const ProblemParams& params, float slope, float qk, int row, int col,
-                                                float* dscore) {
-    float s;
-    if (params.softcap > 0.0f) {
-      const float t = fast_tanh(qk * params.softcap_scale);
-      s = params.softcap * t;
-      *dscore = 1.0f - t * t;
-    } else {
-      s = qk * params.softmax_scale;
-      *dscore = 1.0f;
-    }
-    return s - slope * static_cast<float>(abs(row + params.seqlen_k - params.seqlen_q - col));
-  }
-
-  // Every entry of an accumulator tile; `coords` is the identity tensor of the tile partitioned
-  // like the accumulator, (row0, col0) the tile's corner in the full matrix.
-  template <class TensorAcc, class TensorCoord>
-  __forceinline__ __device__ static void apply(const ProblemParams& params, float slope, TensorAcc& acc,
-                                               TensorCoord const& coords, int row0, int col0) {
+  // The softcap (or, without one, the softmax scale) over every entry of an accumulator tile:
+  // qk -> softcap * tanh(qk * softmax_scale / softcap), or qk * softmax_scale. The backward then
+  // takes d score / d (scale qk) = 1 - (s / softcap)² as fmaf(-s * s, softcap_inv_sq, 1), which is 1
+  // without softcap (softcap_inv_sq = 0): no branch per element.
+  template <class TensorAcc>
+  __forceinline__ __device__ static void cap(const ProblemParams& params, TensorAcc& acc) {
     if (params.softcap > 0.0f) {
       CUTE_UNROLL
       for (int i = 0; i < cute::size(acc); ++i) acc(i) = params.softcap * fast_tanh(acc(i) * params.softcap_scale);
@@ -61,6 +47,19 @@ struct ScoreMod {
       CUTE_UNROLL
       for (int i = 0; i < cute::size(acc); ++i) acc(i) *= params.softmax_scale;
     }
+  }
+
+  // ALiBi's bias of (row, col) of the full matrix (0 when slope is 0): to subtract from a capped score.
+  __forceinline__ __device__ static float bias(const ProblemParams& params, float slope, int row, int col) {
+    return slope * static_cast<float>(abs(row + params.seqlen_k - params.seqlen_q - col));
+  }
+
+  // Every entry of an accumulator tile; `coords` is the identity tensor of the tile partitioned
+  // like the accumulator, (row0, col0) the tile's corner in the full matrix.
+  template <class TensorAcc, class TensorCoord>
+  __forceinline__ __device__ static void apply(const ProblemParams& params, float slope, TensorAcc& acc,
+                                               TensorCoord const& coords, int row0, int col0) {
+    cap(params, acc);
     if (slope != 0.0f) {
       const int shift = row0 + params.seqlen_k - params.seqlen_q - col0;
       CUTE_UNROLL

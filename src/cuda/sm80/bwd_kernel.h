@@ -227,7 +227,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       // tag wraps the whole iteration, not just the elementwise step: around that step alone the
       // compiler if-converts both versions into one predicated stream, and every iteration then
       // issues the masked path's FSEL and a second FMUL per element (tuning log v7).
-      auto process_query_block = [&](auto masked_tag) {
+      // always_inline: the score-mod kernels' larger body otherwise stays a call, and the fragments
+      // it takes by reference go to local memory (a 3 KB stack frame at d = 64).
+      auto process_query_block = [&](auto masked_tag) __attribute__((always_inline)) {
         constexpr bool kMasked = decltype(masked_tag)::value;
         // ALiBi's slope is per query head: read (from L1) once per tile.
         [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
@@ -241,6 +243,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                        smem_copy_qdo, smem_copy_kv, tid);
 
         // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
+        if constexpr (kHasScoreMod) ScoreMod::cap(params, acc_s);  // softcap (or scale); ALiBi below
         Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
         Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
         const float* lse_log2 = smem_lse + stage * kBlockM;
@@ -256,9 +259,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
             float p;
             float dscore = 1.0f;
             if constexpr (kHasScoreMod) {
-              const float score =
-                  ScoreMod::score(params, alibi_slope, scores(r, c), m0 + row, n0 + get<1>(tScS_rc(r, c)), &dscore);
+              const float capped = scores(r, c);
+              const float score = capped - ScoreMod::bias(params, alibi_slope, m0 + row, n0 + get<1>(tScS_rc(r, c)));
               p = fast_exp2(score * kScoreModLog2e - row_lse_log2);
+              dscore = fmaf(-capped * capped, params.softcap_inv_sq, 1.0f);
             } else {
               p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
             }
