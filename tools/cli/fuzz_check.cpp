@@ -32,8 +32,7 @@ class FuzzTensor {
       strides_[0] = shape_[1] * shape_[2];
       storage_elements_ = shape_[0] * strides_[0];
     }
-    // All-ones bytes are a NaN in fp16, bf16 and fp32 alike.
-    host_.assign(static_cast<size_t>(storage_elements_) * dtype_size(dtype_), std::byte{0xFF});
+    host_.assign(static_cast<size_t>(storage_elements_) * dtype_size(dtype_), std::byte{0xFF});  // poisoned
   }
 
   // Element offsets of the view in row-major logical order.
@@ -83,6 +82,11 @@ class FuzzTensor {
     return true;
   }
 
+  // The whole storage, view and padding, as last copied from (or to) the device.
+  const std::vector<std::byte>& host_bytes() const { return host_; }
+  // All-ones bytes everywhere again: a NaN in fp16, bf16 and fp32 alike.
+  void poison() { std::fill(host_.begin(), host_.end(), std::byte{0xFF}); }
+
   Status to_device(FuzzMemory& memory) {
     if (!storage_) {
       const Status status = memory.allocate(host_.size(), &storage_);
@@ -119,6 +123,7 @@ class FuzzTensor {
 bool call_failed(const Status& status, const char* what, ProblemResult* result) {
   if (status.ok()) return false;
   result->verdict = status.code() == StatusCode::kNotSupported ? Verdict::kSkipped : Verdict::kFailed;
+  result->device_error = status.code() == StatusCode::kCudaError;
   result->message = std::string(what) + ": " + status.message();
   return true;
 }
@@ -245,10 +250,26 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   bwd.window_right = fwd.window_right;
   bwd.softcap = fwd.softcap;
   bwd.alibi_slopes = fwd.alibi_slopes;
+  bwd.deterministic = problem.deterministic;
   if (call_failed(backward(bwd), "backward", &result)) return result;
   if (call_failed(memory.synchronize(), "backward", &result)) return result;
   for (FuzzTensor* t : {&dq, &dk, &dv}) {
     if (call_failed(t->from_device(), "copy to the host", &result)) return result;
+  }
+  if (problem.deterministic) {  // the promise is bit-identical gradients run after run: run again
+    const std::vector<std::byte> first_dq = dq.host_bytes(), first_dk = dk.host_bytes(), first_dv = dv.host_bytes();
+    for (FuzzTensor* t : {&dq, &dk, &dv}) {
+      t->poison();
+      if (call_failed(t->to_device(memory), "copy to the device", &result)) return result;
+    }
+    if (call_failed(backward(bwd), "backward (second deterministic run)", &result)) return result;
+    if (call_failed(memory.synchronize(), "backward (second deterministic run)", &result)) return result;
+    for (FuzzTensor* t : {&dq, &dk, &dv}) {
+      if (call_failed(t->from_device(), "copy to the host", &result)) return result;
+    }
+    if (dq.host_bytes() != first_dq) fail(&result, "dq: deterministic backward differs between two runs");
+    if (dk.host_bytes() != first_dk) fail(&result, "dk: deterministic backward differs between two runs");
+    if (dv.host_bytes() != first_dv) fail(&result, "dv: deterministic backward differs between two runs");
   }
 
   std::vector<double> ref_dq(inputs.q.size()), ref_dk(inputs.k.size()), ref_dv(inputs.v.size());

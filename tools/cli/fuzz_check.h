@@ -24,6 +24,10 @@ enum class Verdict {
 struct ProblemResult {
   Verdict verdict = Verdict::kPassed;
   std::string message;  // why it failed or was skipped ("" when it passed)
+  // The CUDA runtime reported an error: the device may be unusable for every later call (a
+  // faulting kernel leaves the context broken), so reruns, and the problems after this one, prove
+  // nothing until the process restarts.
+  bool device_error = false;
 };
 
 struct FuzzTarget {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 #include <atomic>
@@ -78,7 +79,11 @@ void run_jobs(std::int64_t count, int jobs, const Body& body) {
     for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) body(i);
   };
   std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(drain);
+  try {
+    for (int j = 1; j < jobs; ++j) threads.emplace_back(drain);
+  } catch (const std::exception&) {
+    // No more threads (std::system_error) or memory: the ones running, this one included, finish.
+  }
   drain();
   for (std::thread& t : threads) t.join();
 }
@@ -164,11 +169,20 @@ int fuzz_command(int argc, const char* const* argv) {
     failure.drawn = problems[i];
     failure.shrunk = problems[i];
     failure.message = results[i].message;
-    if (o.shrink) failure = shrink(failure, target);
+    if (o.shrink && !results[i].device_error) failure = shrink(failure, target);
     if (!o.json) print_failure_text(summary, failure);
     summary.failures.push_back(failure);
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto first_device_error = std::find_if(results.begin(), results.end(),
+                                               [](const ProblemResult& r) { return r.device_error; });
+  if (first_device_error != results.end()) {
+    // Problems ran side by side, so "first" is by index: rerun it alone with --problem to confirm.
+    std::fprintf(stderr,
+                 "flashcore fuzz: the CUDA runtime reported an error (first at problem %lld): later results "
+                 "on this device cannot be trusted; rerun that problem alone with --problem, then continue\n",
+                 static_cast<long long>(first_device_error - results.begin()));
+  }
 
   if (o.json) {
     print_summary_json(summary);

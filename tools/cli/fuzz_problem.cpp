@@ -154,6 +154,7 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   p.inputs = draw_layout(r);
   p.outputs = draw_layout(r);
   p.input_seed = r.next() >> 16;  // fits the run command's --seed in any integer parser
+  p.deterministic = p.backward && r.chance(0.3);  // drawn last: earlier draws keep their values
   fit_to_cap(&s, limits.max_elements);
   // Score options, drawn last so the fields above stay what a seed drew before they existed: a
   // sliding window (narrow ones most, so whole tiles are skipped), softcap, ALiBi.
@@ -176,8 +177,8 @@ std::string problem_spec(const FuzzProblem& p) {
   out << "batch=" << s.batch << ",seqlen_q=" << s.seqlen_q << ",seqlen_k=" << s.seqlen_k << ",heads=" << s.heads_q
       << ",heads_kv=" << s.heads_kv << ",head_dim=" << s.head_dim
       << ",dtype=" << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << ",causal=" << (s.causal ? 1 : 0)
-      << ",backward=" << (p.backward ? 1 : 0) << ",inputs=" << layout_name(p.inputs)
-      << ",outputs=" << layout_name(p.outputs) << ",seed=" << p.input_seed;
+      << ",backward=" << (p.backward ? 1 : 0) << ",deterministic=" << (p.deterministic ? 1 : 0)
+      << ",inputs=" << layout_name(p.inputs) << ",outputs=" << layout_name(p.outputs) << ",seed=" << p.input_seed;
   // Score options only when set, so a spec written before they existed still reads the same.
   if (s.window_left >= 0 || s.window_right >= 0) out << ",window=" << s.window_left << ":" << s.window_right;
   if (s.softcap > 0.0) out << ",softcap=" << s.softcap;
@@ -220,6 +221,12 @@ std::string parse_problem_spec(const std::string& spec, FuzzProblem* problem) {
   if (s.heads_q % s.heads_kv != 0) return "--problem: heads must be a multiple of heads_kv";
   s.causal = causal != 0;
   p.backward = backward != 0;
+  if (const auto it = fields.find("deterministic"); it != fields.end()) {  // optional, default 0
+    if (it->second != "0" && it->second != "1") return "--problem: deterministic: expected 0 or 1";
+    p.deterministic = it->second == "1";
+    if (p.deterministic && !p.backward) return "--problem: deterministic=1 needs backward=1";
+    fields.erase(it);
+  }
   const std::string dtype = fields.count("dtype") ? fields["dtype"] : "";
   if (dtype != "fp16" && dtype != "bf16") return "--problem: dtype: expected fp16 or bf16, got '" + dtype + "'";
   p.dtype = dtype == "bf16" ? DType::kBFloat16 : DType::kFloat16;
@@ -274,7 +281,8 @@ std::string describe(const FuzzProblem& p) {
   std::ostringstream out;
   out << "b" << s.batch << " sq" << s.seqlen_q << " sk" << s.seqlen_k << " hq" << s.heads_q << " hkv" << s.heads_kv
       << " d" << s.head_dim << " " << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " causal" : "")
-      << (p.backward ? " fwd+bwd" : " fwd") << " in=" << layout_name(p.inputs) << " out=" << layout_name(p.outputs);
+      << (p.backward ? " fwd+bwd" : " fwd") << (p.deterministic ? " deterministic" : "")
+      << " in=" << layout_name(p.inputs) << " out=" << layout_name(p.outputs);
   if (s.window_left >= 0 || s.window_right >= 0) out << " window=" << s.window_left << "," << s.window_right;
   if (s.softcap > 0.0) out << " softcap=" << s.softcap;
   if (s.alibi) out << " alibi";
@@ -287,7 +295,8 @@ std::string run_flags(const FuzzProblem& p) {
   out << "--batch " << s.batch << " --seqlen " << s.seqlen_q << " --seqlen-k " << s.seqlen_k << " --heads "
       << s.heads_q << " --heads-kv " << s.heads_kv << " --head-dim " << s.head_dim << " --dtype "
       << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " --causal" : "")
-      << (p.backward ? " --backward" : "") << " --seed " << p.input_seed;
+      << (p.backward ? " --backward" : "") << (p.deterministic ? " --deterministic" : "") << " --seed "
+      << p.input_seed;
   if (s.window_left >= 0 || s.window_right >= 0) out << " --window " << s.window_left << "," << s.window_right;
   if (s.softcap > 0.0) out << " --softcap " << s.softcap;
   if (s.alibi) out << " --alibi";
@@ -329,7 +338,13 @@ std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
   if (s.head_dim > 8 && (s.head_dim / 2) % 8 != 0) {  // and to a multiple of 8: the kernels' direct path
     with([](FuzzProblem& c) { c.shape.head_dim = (c.shape.head_dim / 2 + 7) / 8 * 8; });
   }
-  if (p.backward) with([](FuzzProblem& c) { c.backward = false; });
+  if (p.deterministic) with([](FuzzProblem& c) { c.deterministic = false; });
+  if (p.backward) {
+    with([](FuzzProblem& c) {
+      c.backward = false;
+      c.deterministic = false;
+    });
+  }
   if (s.causal) with([](FuzzProblem& c) { c.shape.causal = false; });
   if (s.window_left >= 0 || s.window_right >= 0) {
     with([](FuzzProblem& c) { c.shape.window_left = c.shape.window_right = -1; });

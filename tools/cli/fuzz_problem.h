@@ -29,6 +29,7 @@ struct FuzzProblem {
   Shape shape;  // causal included
   DType dtype = DType::kFloat16;
   bool backward = false;
+  bool deterministic = false;  // backward only: BackwardParams::deterministic, checked run to run
   TensorLayout inputs;   // q, k, v, dout
   TensorLayout outputs;  // out, dq, dk, dv (the LSE is contiguous)
   std::uint64_t input_seed = 0;  // make_inputs(): the same numbers `flashcore run --seed` draws

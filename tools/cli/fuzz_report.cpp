@@ -43,6 +43,7 @@ void FuzzCoverage::add(const FuzzProblem& p) {
     if (yes) ++counts[name];
   };
   count("backward", p.backward);
+  count("deterministic", p.deterministic);
   count("causal", s.causal);
   count("bf16", p.dtype == DType::kBFloat16);
   count("gqa", s.heads_kv > 1 && s.heads_q > s.heads_kv);

@@ -34,6 +34,17 @@ FAMILIES = {
         "passes": {"fwd": [32, 64, 96, 128, 192, 256], "bwd": [32, 64, 96, 128, 192, 256]},
         "options": ["window", "softcap", "alibi"],
     },
+    "sm90": {
+        # TMA, wgmma, setmaxnreg: sm_90a code runs on compute capability 9.0 only (H100, H200).
+        # The extended MMA shapes enable wgmma N = 80, 144, 176, ... for the tile table.
+        "enum": "kSm90",
+        "cc": (90, 90),
+        "archs": "90a-real",
+        "flags": ["-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"],
+        "passes": {"fwd": [64, 96, 128, 192, 256]},
+        # No attention options yet: kernels=auto runs window / softcap / ALiBi calls on sm80.
+        "options": [],
+    },
 }
 # option -> dispatch.h's KernelOption enumerator
 OPTIONS = {"window": "kWindow", "softcap": "kSoftcap", "alibi": "kAlibi"}

@@ -1,0 +1,32 @@
+// Dev-only A/B variants of the sm90 forward (tile shapes, schedulers) for bench runs; each is
+// defined in its own TU so they compile in parallel. Not part of the library.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/params.h"
+#include "flashcore/tensor.h"
+
+flashcore::Status run_variant_d128_n176(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d256_pp(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d128_causal_persistent(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d64_3wg(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d128_3stage(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d64_3stage(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+
+// 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
+// LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
+// 4: bf16 d128 128x128 with 3 K/V stages; 5: bf16 d64 128x128 with 3 K/V stages.
+inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
+  switch (v) {
+    case 0: return run_variant_d128_n176(p, s);
+    case 1: return run_variant_d256_pp(p, s);
+    case 2: return run_variant_d128_causal_persistent(p, s);
+    case 3: return run_variant_d64_3wg(p, s);
+#ifdef FC_SM90_VARIANTS_2
+    case 4: return run_variant_d128_3stage(p, s);
+    case 5: return run_variant_d64_3stage(p, s);
+#endif
+  }
+  return flashcore::Status::NotSupported("no such variant");
+}

@@ -1,0 +1,218 @@
+// The forward mainloop: load() runs in the producer's elected thread and streams Q and the
+// K/V tiles of one (m_block, head, batch) tile by TMA; mma() runs in every consumer thread and
+// computes O and the softmax statistics of its warpgroup's 64 query rows.
+//
+// Key blocks are visited from the last to the first, so the few blocks that need a mask (the
+// ragged end of seqlen_k, the causal diagonal) come first and the unmasked loop carries no
+// mask code. V lags K by one block: QK^T of block n is issued together with P V of block n+1,
+// and the softmax of block n runs while P V of block n+1 is still on the tensor cores. With
+// ping-pong the consumer warpgroups also take turns issuing their GEMMs, so one's softmax runs
+// under the others' products.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "cuda/common/mask.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/fwd_softmax.h"
+#include "cuda/sm90/named_barrier.h"
+#include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/tile_scheduler.h"
+#include "cuda/sm90/wgmma.h"
+
+namespace flashcore::cuda::sm90 {
+
+template <class Traits>
+struct FwdMainloop {
+  using Element = typename Traits::Element;
+  using Params = typename Traits::Params;
+  using SharedStorage = typename Traits::SharedStorage;
+  using Pipeline = TmaPipeline<Traits::kStages>;
+  using State = typename Pipeline::State;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kRows = 2;  // rows of the 64-row slab each consumer thread holds
+  using Softmax = FwdSoftmax<kRows>;
+
+  // Ping-pong turns: warpgroup w waits for its turn before issuing GEMMs and hands the turn to
+  // warpgroup w+1 (cyclically) once they are issued. Each warpgroup issues the same number of
+  // batches per tile, so the last hand-over of a tile is the first turn of the next.
+  static constexpr int kTurnThreads = 2 * 128;  // the waiting warpgroup + the one handing over
+  __forceinline__ __device__ static void mma_init(int thread_idx) {
+    if constexpr (Traits::kPingPong) {
+      if (thread_idx / 128 == 0) named_barrier_arrive(kTurnThreads, FwdNamedBarrier::kWarpSchedulerWG1);
+    }
+  }
+  __forceinline__ __device__ static void turn_wait(int wg) {
+    if constexpr (Traits::kPingPong) {
+      named_barrier_sync(kTurnThreads, FwdNamedBarrier(int(FwdNamedBarrier::kWarpSchedulerWG1) + wg));
+    }
+  }
+  __forceinline__ __device__ static void turn_pass(int wg) {
+    if constexpr (Traits::kPingPong) {
+      const int next = wg + 1 == Traits::kConsumerWGs ? 0 : wg + 1;
+      named_barrier_arrive(kTurnThreads, FwdNamedBarrier(int(FwdNamedBarrier::kWarpSchedulerWG1) + next));
+    }
+  }
+
+  __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
+    return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
+  }
+
+  // Producer: `iteration` counts the tiles this CTA has loaded before (the phase of
+  // barrier_q_empty).
+  __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, State& k_state,
+                                              State& v_state, FwdTile const& tile, int iteration) {
+    using namespace cute;
+    Pipeline pipeline_k{shared.pipeline_k};
+    Pipeline pipeline_v{shared.pipeline_v};
+    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});    // (M, d)
+    Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});    // (N, d, stage)
+    Tensor sVt = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutVt{});  // (d, N, stage)
+
+    const int kv_head = tile.head / params.group_size;
+    Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, tile.batch);  // (seqlen_q, d)
+    Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, kv_head, tile.batch);    // (seqlen_k, d)
+    Tensor mVt = params.tma_v.get_tma_tensor(params.shape_vt)(_, _, kv_head, tile.batch);  // (d, seqlen_k)
+    Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tile.m_block, _0{}));  // (M, d)
+    Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (N, d, n)
+    Tensor gVt = local_tile(mVt, Shape<Int<kHeadDim>, Int<kBlockN>>{}, make_coord(_0{}, _));  // (d, N, n)
+
+    auto [tQgQ, tQsQ] = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                      group_modes<0, 2>(gQ));  // (TMA), (TMA)
+    auto tma_k_parts = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                     group_modes<0, 2>(gK));
+    auto tma_v_parts = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sVt),
+                                     group_modes<0, 2>(gVt));
+    Tensor tKgK = get<0>(tma_k_parts);  // (TMA, n)
+    Tensor tKsK = get<1>(tma_k_parts);  // (TMA, stage)
+    Tensor tVgV = get<0>(tma_v_parts);  // (TMA, n)
+    Tensor tVsV = get<1>(tma_v_parts);  // (TMA, stage)
+
+    auto load_k = [&](int n) {
+      uint64_t& full = pipeline_k.producer_acquire(k_state, Traits::kBytesKV);
+      copy(params.tma_k.with(full), tKgK(_, n), tKsK(_, k_state.index));
+      k_state.advance();
+    };
+    auto load_v = [&](int n) {
+      uint64_t& full = pipeline_v.producer_acquire(v_state, Traits::kBytesKV);
+      copy(params.tma_v.with(full), tVgV(_, n), tVsV(_, v_state.index));
+      v_state.advance();
+    };
+
+    const int n_end = mask_of(params).n_block_end(tile.m_block, kBlockM, kBlockN);
+    if (n_end > 0) load_k(n_end - 1);
+    // Q's buffer is free once every consumer warp has finished the previous tile's last QK^T.
+    if (iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_q_empty, (iteration - 1) & 1);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q, Traits::kBytesQ);
+    copy(params.tma_q.with(shared.barrier_q), tQgQ, tQsQ);
+    for (int n = n_end - 1; n > 0; --n) {
+      load_k(n - 1);
+      load_v(n);
+    }
+    if (n_end > 0) load_v(0);
+  }
+
+  // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.
+  template <class FragO>
+  __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, State& k_state,
+                                             State& v_state, FwdTile const& tile, uint32_t q_phase,
+                                             int thread_idx, FragO& tOrO, float (&lse)[kRows]) {
+    using namespace cute;
+    Pipeline pipeline_k{shared.pipeline_k};
+    Pipeline pipeline_v{shared.pipeline_v};
+    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});    // (M, d)
+    Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});    // (N, d, stage)
+    Tensor sVt = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutVt{});  // (d, N, stage)
+
+    typename Traits::TiledMmaQK mma_qk;
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(thread_idx);
+    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(typename Traits::TileShapeQK{}));  // (MMA, MMA_M, MMA_N)
+    Tensor tScS = thr_qk.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapeQK{})));
+    // P in the register-A layout of the P V product, sharing S's element order.
+    Tensor tOrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_M, N/16)
+
+    const AttentionMask mask = mask_of(params);
+    const int n_end = mask.n_block_end(tile.m_block, kBlockM, kBlockN);
+    const int n_unmasked = mask.n_block_unmasked(tile.m_block, kBlockM, kBlockN);
+    const int row0 = tile.m_block * kBlockM;
+    Softmax softmax;
+    float correction[kRows];
+    const int wg = thread_idx / 128;
+
+    // After the QK^T of key block 0 (the last one to read Q) has completed: Q's buffer may be
+    // refilled with the next tile's Q.
+    auto release_q = [&]() {
+      if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty);
+    };
+
+    clear(tOrO);
+    cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_q, q_phase);
+    if (n_end <= 0) release_q();
+    if (n_end > 0) {
+      // First block: S = Q K^T, softmax, nothing to accumulate yet.
+      int n = n_end - 1;
+      pipeline_k.consumer_wait(k_state);
+      turn_wait(wg);
+      wgmma_gemm</*zero*/ true, /*wait*/ -1, /*regA*/ false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
+      turn_pass(wg);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      pipeline_k.consumer_release(k_state);
+      k_state.advance();
+      if (n == 0) release_q();
+      if (n >= n_unmasked) mask.apply(tSrS, tScS, row0, n * kBlockN);
+      softmax.online(tSrS, params.scale_log2, correction);
+      convert_into(tSrS, tOrP);
+
+      // Steady state: S(n) = Q K(n)^T and O += P(n+1) V(n+1) in flight together.
+      auto step = [&](int n, auto masked) {
+        pipeline_k.consumer_wait(k_state);
+        turn_wait(wg);
+        wgmma_gemm<true, -1, false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
+        if constexpr (Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
+        pipeline_v.consumer_wait(v_state);
+        wgmma_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index), tOrO);
+        turn_pass(wg);
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tSrS);
+        pipeline_k.consumer_release(k_state);
+        k_state.advance();
+        if (n == 0) release_q();
+        if constexpr (decltype(masked)::value) mask.apply(tSrS, tScS, row0, n * kBlockN);
+        softmax.online(tSrS, params.scale_log2, correction);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipeline_v.consumer_release(v_state);
+        v_state.advance();
+        if constexpr (!Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
+        convert_into(tSrS, tOrP);
+      };
+      n = n_end - 2;
+      for (; n >= 0 && n >= n_unmasked; --n) step(n, cute::true_type{});
+      for (; n >= 0; --n) step(n, cute::false_type{});
+
+      // Last block's P V.
+      if constexpr (Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
+      pipeline_v.consumer_wait(v_state);
+      turn_wait(wg);
+      wgmma_gemm<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, v_state.index), tOrO);
+      turn_pass(wg);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
+      pipeline_v.consumer_release(v_state);
+      v_state.advance();
+    }
+    softmax.finalize(tOrO, params.softmax_scale, lse);
+  }
+};
+
+}  // namespace flashcore::cuda::sm90

@@ -1,0 +1,88 @@
+// Online softmax on wgmma accumulators, split into the steps the overlapped mainloop needs:
+// the statistics and exponentials of S(j) run while O += P(j-1) V is still in flight, and O
+// is rescaled only after that product has completed.
+//
+// Scores stay raw; exp(scale * (s - m)) = exp2(s * scale_log2 - m * scale_log2) costs one FFMA
+// and one MUFU.EX2 per element. Row sums stay per-thread until finalize() (quad-reduced once).
+#pragma once
+
+#include <cmath>
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/softmax.h"
+#include "cuda/sm90/fragment.h"
+
+namespace flashcore::cuda::sm90 {
+
+template <int kRows>
+struct FwdSoftmax {
+  float row_max[kRows];  // running max of raw scores; -inf while a row has seen no key
+  float row_sum[kRows];  // this thread's partial sum of exponentials
+
+  __forceinline__ __device__ FwdSoftmax() {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+    }
+  }
+
+  // Fold a score tile into the statistics, overwrite it with its exponentials, and return the
+  // factor exp(scale * (old max - new max)) by which O must be rescaled (0 while O is empty).
+  template <class TensorS>
+  __forceinline__ __device__ void online(TensorS& acc_s, float scale_log2, float (&correction)[kRows]) {
+    using namespace cute;
+    Tensor s = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, cols)
+    static_assert(decltype(size<0>(s))::value == kRows);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float tile_max = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
+      const float new_max = quad_allreduce_max(tile_max);
+      // A row that has seen only masked keys keeps max -inf: use 0 in the exponent so that
+      // exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
+      const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
+      correction[r] = fast_exp2(row_max[r] * scale_log2 - max_scaled);
+      row_max[r] = new_max;
+      float sum = 0.0f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = fast_exp2(s(r, c) * scale_log2 - max_scaled);
+        sum += s(r, c);
+      }
+      row_sum[r] = row_sum[r] * correction[r] + sum;
+    }
+  }
+
+  template <class TensorO>
+  __forceinline__ __device__ static void rescale(TensorO& acc_o, float const (&correction)[kRows]) {
+    using namespace cute;
+    Tensor o = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));  // (rows, d)
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
+    }
+  }
+
+  // Normalise O's rows and return log(sum_j exp(scale * s_j)) per row (-inf, with O = 0, for
+  // a row that saw no key).
+  template <class TensorO>
+  __forceinline__ __device__ void finalize(TensorO& acc_o, float softmax_scale, float (&lse)[kRows]) {
+    using namespace cute;
+    Tensor o = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_allreduce_sum(row_sum[r]);
+      const bool empty = sum == 0.0f || sum != sum;
+      const float inv_sum = empty ? 0.0f : 1.0f / sum;
+      lse[r] = empty ? -INFINITY : row_max[r] * softmax_scale + logf(sum);
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= inv_sum;
+    }
+  }
+};
+
+}  // namespace flashcore::cuda::sm90
