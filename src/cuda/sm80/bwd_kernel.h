@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           for (int c = 0; c < kCols; ++c) {
             // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
             float p;
-            float dscore = 1.0f;
+            [[maybe_unused]] float dscore = 1.0f;
             if constexpr (kHasScoreMod) {
               const float capped = scores(r, c);
               const float score = capped - ScoreMod::bias(params, alibi_slope, m0 + row, n0 + get<1>(tScS_rc(r, c)));
