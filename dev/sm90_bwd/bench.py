@@ -1,0 +1,54 @@
+"""Quick timing of the sm90 backward (preprocess + main + convert, workspace allocated outside the
+timed loop) against SDPA's cuDNN backend's backward, same shapes, same run. Not the project's
+benchmark (bench/): a first look only."""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import fc_sm90_bwd
+
+
+def flops_bwd(b, h, s, d, causal):
+    f = 4 * b * h * s * s * d * 2.5  # 5 GEMMs of 2*b*h*s*s*d, as FlashAttention counts backward
+    return f / 2 if causal else f
+
+
+def timeit(fn, iters=10):
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters * 1e-3
+
+
+def main():
+    dtype = torch.bfloat16
+    for (b, h, s, d, causal) in [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (1, 16, 16384, 128, False)]:
+        q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(4))
+        qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (q, k, v))
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
+            o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            t_cudnn = timeit(lambda: torch.autograd.grad(o, (qt, kt, vt), do.transpose(1, 2), retain_graph=True))
+        # O and LSE for our backward from the math path is too slow at 16k: use cuDNN's O and recompute LSE
+        # in chunks (values only matter for realism, not timing).
+        out = o.detach().transpose(1, 2).contiguous()
+        lse = torch.zeros(b, h, s, device="cuda", dtype=torch.float32)
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        f = flops_bwd(b, h, s, d, causal)
+        row = f"b{b} h{h} s{s} d{d} causal={causal}: cuDNN {f / t_cudnn / 1e12:.0f}"
+        for name, kw in (("flashcore", {}), ("deterministic", dict(deterministic=True)),
+                         *([("variant1", dict(variant=1))] if os.environ.get("VARIANTS") else [])):
+            t = timeit(lambda: fc_sm90_bwd.backward(do, q, k, v, out, lse, causal, dq, dk, dv, **kw))
+            row += f", {name} {f / t / 1e12:.0f} ({t_cudnn / t:.2f}x)"
+        print(row + " TFLOP/s", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

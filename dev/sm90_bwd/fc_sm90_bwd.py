@@ -1,0 +1,56 @@
+"""ctypes wrapper over libfc_sm90_bwd.so (dev harness): flashcore's sm90 backward on torch tensors."""
+import ctypes
+import math
+import os
+
+import torch
+
+_LIB = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.environ.get("FC_LIB", "libfc_sm90_bwd.so")))
+_LIB.fc_sm90_bwd_workspace_size.restype = ctypes.c_int64
+_LIB.fc_sm90_bwd_workspace_size.argtypes = [ctypes.c_int] * 9
+_LIB.fc_sm90_bwd.restype = ctypes.c_int
+_LIB.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9 + [
+    ctypes.POINTER(ctypes.c_int64)] + [ctypes.c_int] * 6 + [
+    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+    ctypes.c_int]
+_SM_COUNT = None
+
+KERNEL_DIMS = (64, 96, 128)
+
+
+def kernel_dim(d):
+    return next(k for k in KERNEL_DIMS if k >= d)
+
+
+VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu), at d128
+
+
+def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None):
+    """q/out/dout/dq (B, Sq, Hq, D), k/v/dk/dv (B, Sk, Hkv, D), lse (B, Hq, Sq) float32 (natural
+    log); any strides with a contiguous last dim."""
+    global _SM_COUNT
+    if _SM_COUNT is None:
+        _SM_COUNT = torch.cuda.get_device_properties(q.device).multi_processor_count
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    kd = kernel_dim(d)
+    variant = VARIANT if variant is None else variant
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    strides = []
+    for t in (q, k, v, out, dout, dq, dk, dv):
+        assert t.stride(-1) == 1
+        strides += [t.stride(0), t.stride(1), t.stride(2)]
+    assert lse.stride(2) == 1
+    strides += [lse.stride(0), lse.stride(1)]
+    arr = (ctypes.c_int64 * 26)(*strides)
+    ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, kd, int(deterministic), _SM_COUNT)
+    workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
+    err = ctypes.create_string_buffer(512)
+    rc = _LIB.fc_sm90_bwd(int(q.dtype == torch.bfloat16), kd if variant < 0 else 1000 + variant, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                          out.data_ptr(), dout.data_ptr(), lse.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                          dv.data_ptr(), arr, b, hq, hkv, sq, sk, d, scale, int(causal), int(deterministic), _SM_COUNT,
+                          workspace.data_ptr(),
+                          torch.cuda.current_stream().cuda_stream, err, 512)
+    if rc != 0:
+        raise RuntimeError(err.value.decode())
+    return workspace  # kept alive by the caller until the stream has run

@@ -1,0 +1,19 @@
+"""A few small shapes through the sm90 backward, for compute-sanitizer (no reference; the
+sanitizer reports are the result)."""
+import torch
+
+import fc_sm90_bwd
+
+shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
+    (1, 200, 300, 2, 1, 128, False, False), (1, 300, 200, 2, 2, 128, True, False), (1, 130, 260, 4, 2, 64, True, True),
+    (1, 1, 1, 1, 1, 128, False, False), (1, 100, 300, 2, 2, 96, True, False),
+]
+for b, sq, sk, hq, hkv, d, causal, det in shapes:
+    q, dout = (torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    k, v = (torch.randn(b, sk, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out = torch.randn_like(q)
+    lse = torch.randn(b, hq, sq, device="cuda", dtype=torch.float32) + 5
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    ws = fc_sm90_bwd.backward(dout, q, k, v, out, lse, causal, dq, dk, dv, deterministic=det)
+    torch.cuda.synchronize()
+print("san.py done")

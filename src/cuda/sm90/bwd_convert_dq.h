@@ -1,0 +1,64 @@
+// The sm90 backward's last pass: dQ = softmax_scale * (sum of the dq_accum slices, in slice
+// order), rounded to the output dtype. The main kernel's consumer warps add dQ partials into each
+// (query block) tile in per-warp runs (common/dq_accumulate.h) of the TiledMmadQ fragments; this
+// pass gives each thread the fragment of its namesake consumer thread and recovers (row, col)
+// from the same partition.
+//
+// First version: column pairs stored straight to global memory (4 bytes a thread); rows through
+// smem as 16-byte stores is the next step (docs/tuning/backward_sm90.md).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/dq_accumulate.h"
+#include "cuda/params.h"
+
+namespace flashcore::cuda::sm90 {
+
+// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), Traits::kConsumerThreads threads.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kFragElems = Traits::kDqFragElems;
+  struct alignas(2 * sizeof(Element)) ElementPair {
+    Element x, y;
+  };
+
+  const int tid = threadIdx.x;
+  const int m0 = blockIdx.x * kBlockM;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  typename Traits::TiledMmadQ mma_dq;
+  auto thr_dq = mma_dq.get_thread_slice(tid);
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(typename Traits::ShapedQ{}));  // (row, col)
+  static_assert(decltype(size(tdQcdQ))::value == kFragElems);
+  float acc[kFragElems];
+  CUTE_UNROLL
+  for (int i = 0; i < kFragElems; ++i) acc[i] = 0.0f;
+  const float* tile = params.dq_accum +
+                      ((static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded + m0) * kHeadDim;
+  for (int split = 0; split < params.num_splits; ++split) {
+    const float* slice_tile = tile + split * params.dq_accum_split_stride;
+    CUTE_UNROLL
+    for (int i = 0; i < kFragElems; i += kDqAccumVec) {
+      const float4 v = *reinterpret_cast<const float4*>(slice_tile + dq_accum_offset<kFragElems>(tid / 32, tid % 32, i));
+      acc[i] += v.x, acc[i + 1] += v.y, acc[i + 2] += v.z, acc[i + 3] += v.w;
+    }
+  }
+  Element* dq = static_cast<Element*>(params.dq) + batch * params.dq_strides.batch + head * params.dq_strides.head;
+  CUTE_UNROLL
+  for (int i = 0; i < kFragElems; i += 2) {
+    const int row = m0 + get<0>(tdQcdQ(i));
+    const int col = get<1>(tdQcdQ(i));
+    if (row < params.seqlen_q && col < params.head_dim) {
+      *reinterpret_cast<ElementPair*>(dq + row * params.dq_strides.row + col) =
+          ElementPair{Element(acc[i] * params.softmax_scale), Element(acc[i + 1] * params.softmax_scale)};
+    }
+  }
+}
+
+}  // namespace flashcore::cuda::sm90

@@ -1,0 +1,60 @@
+// How the sm90 backward adds its dQ partials into dq_accum: each consumer warp stages its
+// fragment of the TiledMmadQ accumulator in its own run of shared memory and one lane hands the
+// run to the copy engine as a bulk reduce-add (the run layout and the bulk helpers are the common
+// ones: common/dq_accumulate.h, common/bulk_reduce.h).
+//
+// The difference from common's DqBulkReduceAdd is the wait before the staging run is rewritten:
+//   unordered (default): wait until the previous bulk op has *read* the run (.read), so adds from
+//     successive query blocks overlap in flight;
+//   ordered (deterministic mode): wait until it has *completed*, so this warp's adds reach global
+//     memory one after another in issue order. With one CTA per dq_accum slice and each warp
+//     owning its run of a tile, every fp32 address then sees its additions in one fixed order.
+// The ordered wait is for the add issued one query block earlier, so it is mostly hidden.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/bulk_reduce.h"
+#include "cuda/common/dq_accumulate.h"
+
+namespace flashcore::cuda::sm90 {
+
+template <class Acc>
+__forceinline__ __device__ void dq_bulk_add(Acc const& acc, float* tile, float* stage, int warp, int lane,
+                                            bool ordered) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kFragElems = decltype(cute::size(acc))::value;
+  static_assert(kFragElems % kDqAccumVec == 0);
+  constexpr int kRunElems = 32 * kFragElems;
+  float* warp_stage = stage + warp * kRunElems;  // this warp's own run: no barrier beyond the warp
+  if (lane == 0) {
+    if (ordered) {
+      bulk_wait<0>();
+    } else {
+      bulk_wait_read<0>();
+    }
+  }
+  __syncwarp();
+  CUTE_UNROLL
+  for (int i = 0; i < kFragElems; i += kDqAccumVec) {
+    *reinterpret_cast<float4*>(warp_stage + dq_accum_offset_in_run<kFragElems>(lane, i)) =
+        make_float4(acc(i), acc(i + 1), acc(i + 2), acc(i + 3));
+  }
+  fence_shared_to_async_proxy();  // this lane's values are visible to the copy engine
+  __syncwarp();
+  if (lane == 0) {
+    bulk_reduce_add(tile + warp * kRunElems, warp_stage, kRunElems * int(sizeof(float)));
+    bulk_commit();
+  }
+#endif
+}
+
+// Before the staging buffer or the CTA goes away.
+__forceinline__ __device__ void dq_bulk_drain(int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (lane == 0) bulk_wait<0>();
+  __syncwarp();
+#endif
+}
+
+}  // namespace flashcore::cuda::sm90

@@ -1,0 +1,79 @@
+// The warp-specialised sm90 backward kernel: warp roles, register reallocation, one key block
+// per CTA. No math here: bwd_mainloop.h computes, bwd_epilogue.h writes dK and dV.
+//
+// Grid (n_blocks, heads_kv, batch), or (dq_accum slices, heads_kv, batch) in deterministic mode,
+// where each CTA walks several key blocks. Warpgroup 0 (producer) gives registers back and one elected
+// lane of its warp 0 issues every TMA and bulk copy; warpgroups 1 and 2 (consumers) take them.
+// Both roles are branches of one if/else, so ptxas honours setmaxnreg.
+#pragma once
+
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+
+#include "cuda/sm90/bwd_epilogue.h"
+#include "cuda/sm90/bwd_mainloop.h"
+#include "cuda/sm90/pipeline.h"
+
+namespace flashcore::cuda::sm90 {
+
+// kSingleBlock: the grid has one CTA per key block (gridDim.x == n_blocks, the default mode), so
+// the key-block loop collapses at compile time and its loop-carried state leaves the registers.
+template <class Traits, bool kSingleBlock>
+__global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
+  using Mainloop = BwdMainloop<Traits>;
+  using Epilogue = BwdEpilogue<Traits>;
+  using SharedStorage = typename Traits::SharedStorage;
+  using Pipeline = typename Mainloop::Pipeline;
+
+  extern __shared__ char smem[];
+  SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem);
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warp_group = cutlass::canonical_warp_group_idx();
+  const bool lane_predicate = cute::elect_one_sync();
+
+  if (warp_idx == 0 && lane_predicate) {
+    cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+    cutlass::arch::ClusterTransactionBarrier::init(&shared.barrier_kv, 1);
+    cutlass::arch::ClusterBarrier::init(&shared.barrier_kv_empty, Traits::kConsumerWarps);
+    Pipeline::init(shared.pipeline_q, Traits::kConsumerWarps);
+    Pipeline::init(shared.pipeline_do, Traits::kConsumerWarps);
+  }
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  // Key blocks blockIdx.x, blockIdx.x + gridDim.x, ... (one unless deterministic).
+  const int num_iterations =
+      kSingleBlock ? 1 : (params.n_blocks - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (warp_idx == 0 && lane_predicate) {
+      typename Mainloop::State q_state, do_state;
+      for (int it = 0; it < num_iterations; ++it) {
+        Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    const int thread_idx = int(threadIdx.x) - 128;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Mainloop::State q_state, do_state;
+    int ds_buf = 0;
+    for (int it = 0; it < num_iterations; ++it) {
+      const BwdBlock blk = Mainloop::block_of(params, it);
+      cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
+      cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
+      Mainloop::mma(params, shared, blk, thread_idx, q_state, do_state, ds_buf, tdVrdV, tdKrdK);
+      Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
+    }
+    dq_bulk_drain(thread_idx % 32);
+  }
+}
+
+}  // namespace flashcore::cuda::sm90

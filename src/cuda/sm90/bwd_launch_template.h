@@ -1,0 +1,140 @@
+// Launch of the sm90 backward pass for one (dtype, head dim): TMA descriptors from the caller's
+// strides, the dynamic smem limit raised, then memset -> preprocess -> main -> convert on the
+// stream. Included only by src/cuda/instantiations/bwd_sm90_*.cu.
+#pragma once
+
+// Before any CuTe header (bwd_traits.h says why).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/sm80/bwd_preprocess.h"
+#include "cuda/sm90/bwd_convert_dq.h"
+#include "cuda/sm90/bwd_kernel.h"
+#include "cuda/sm90/bwd_launch.h"
+#include "cuda/sm90/bwd_tile_size.h"
+#include "cuda/sm90/bwd_traits.h"
+
+namespace flashcore::cuda::sm90 {
+
+template <class Traits>
+typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  // The descriptors carry the real head_dim: TMA zero-fills columns past it, as it does rows
+  // past seqlen.
+  auto shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
+  auto shape_k = make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch);
+  auto gmem = [](const void* ptr, auto shape, TensorStrides s) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), shape, make_stride(s.row, _1{}, s.head, s.batch));
+  };
+  auto smem_q = take<0, 2>(typename Traits::SmemLayoutQ{});
+  typename Traits::SmemLayoutK smem_k;
+  auto box_q = Shape<Int<kBlockM>, Int<kHeadDim>>{};
+  auto box_k = Shape<Int<kBlockN>, Int<kHeadDim>>{};
+  return {
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(p.q, shape_q, p.q_strides), smem_q, box_q, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(p.dout, shape_q, p.do_strides), smem_q, box_q, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(p.k, shape_k, p.k_strides), smem_k, box_k, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(p.v, shape_k, p.v_strides), smem_k, box_k, _1{}),
+      shape_q,
+      shape_k,
+      p.lse_log2,
+      p.dsum,
+      p.dq_accum,
+      p.dk,
+      p.dv,
+      p.dk_strides.batch,
+      p.dk_strides.row,
+      p.dk_strides.head,
+      p.dv_strides.batch,
+      p.dv_strides.row,
+      p.dv_strides.head,
+      p.dq_accum_split_stride,
+      p.seqlen_q,
+      p.seqlen_k,
+      p.seqlen_q_rounded,
+      (p.seqlen_k + kBlockN - 1) / kBlockN,
+      p.head_dim,
+      p.heads_q,
+      p.group_size,
+      p.softmax_scale,
+      p.scale_log2,
+      p.deterministic,
+  };
+}
+
+template <class Traits, bool kSingleBlock>
+Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
+  auto kernel = &bwd_kernel<Traits, kSingleBlock>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
+  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv, p.batch);
+  kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
+  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
+}
+
+// The whole pass with one kernel configuration (causal and not share the tiles).
+// kSingleBlockKernel: the default mode runs a second kernel instance without the key-block loop
+// (bwd_kernel.h); off, both modes share the looping kernel (half the kernels to compile).
+template <class Traits, class TraitsCausal, bool kSingleBlockKernel = false>
+Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
+  static_assert(kBwdSeqlenQRounding % Traits::kBlockM == 0 && kBwdSeqlenQRounding % sm80::kPreprocessRowsPerCta == 0);
+  // Not built yet (docs/tuning/backward_sm90.md): the caller's dispatch falls back to another family.
+  if (p.window_left >= 0 || p.window_right >= 0 || p.has_score_mod) {
+    return Status::NotSupported("flashcore::backward: the sm90 backward has no sliding window, softcap or ALiBi yet");
+  }
+  if (p.device.max_smem_per_block != 0 && p.device.max_smem_per_block < Traits::kSmemBytes) {
+    return Status::NotSupported("flashcore::backward: the sm90 backward kernel for head_dim " +
+                                std::to_string(p.head_dim) + " needs " + std::to_string(Traits::kSmemBytes) +
+                                " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
+                                " offers " + std::to_string(p.device.max_smem_per_block));
+  }
+  const std::size_t dq_accum_bytes = static_cast<std::size_t>(p.num_splits) * p.dq_accum_split_stride * sizeof(float);
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes, stream));
+
+  const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
+  sm80::bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+
+  Status status;
+  bool launched = false;
+  if constexpr (kSingleBlockKernel) {
+    if (!p.deterministic) {
+      status = p.causal ? launch_bwd_kernel<TraitsCausal, true>(p, stream) : launch_bwd_kernel<Traits, true>(p, stream);
+      launched = true;
+    }
+  }
+  if (!launched) {
+    status = p.causal ? launch_bwd_kernel<TraitsCausal, false>(p, stream) : launch_bwd_kernel<Traits, false>(p, stream);
+  }
+  if (!status.ok()) return status;
+
+  const dim3 convert_grid((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
+  bwd_convert_dq_kernel<Traits><<<convert_grid, Traits::kConsumerThreads, 0, stream>>>(p);
+  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 dQ conversion kernel");
+}
+
+// dS by stmatrix and a single-block kernel for the default mode: on the H100 at d128 bf16 they took
+// the backward from 399-435 to 485-503 TFLOP/s (0.73-0.79x -> 0.89-0.92x cuDNN;
+// docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
+template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true>
+using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm>;
+
+template <typename Element, int kHeadDim>
+Status run_bwd(const BwdParams& params, cudaStream_t stream) {
+  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>,
+                             /*kSingleBlockKernel=*/true>(params, stream);
+}
+
+}  // namespace flashcore::cuda::sm90

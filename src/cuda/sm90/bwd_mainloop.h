@@ -1,0 +1,262 @@
+// The backward mainloop of one key block (n_block, kv_head, batch).
+//
+// load() runs in the producer's elected thread: K and V once (barrier_kv), then for every query
+// head of the kv head's group and every query block that sees the key block, Q with its lse_log2
+// row (pipeline_q) and dO with its dsum row (pipeline_do), by TMA and bulk copy on the stage's
+// full barrier.
+//
+// mma() runs in every consumer thread; per query block (consumer step):
+//   1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ issued back to back (SS).
+//   2. Pᵀ = exp2(Sᵀ scale_log2 - lse_log2) (masked tiles only: invisible pairs to 0) once Sᵀ is
+//      done, under dPᵀ.
+//   3. dSᵀ = Pᵀ ∘ (dPᵀ - dsum).
+//   4. dV += Pᵀ dO issued (RS), dSᵀ stored to smem (this step's buffer), fence, dS-ready barrier.
+//   5. dK += dSᵀ Q (RS) and dQ = dS K (SS) issued; all retired; Q and dO stages released.
+//   6. dQ partial added into dq_accum: each warp stages its fragment and one lane issues a bulk
+//      reduce-add (bwd_dq_accum.h; ordered in deterministic mode).
+#pragma once
+
+#include <cmath>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "cuda/common/mask.h"
+#include "cuda/sm90/bwd_dq_accum.h"
+#include "cuda/sm90/bwd_named_barrier.h"
+#include "cuda/sm90/fragment.h"
+#include "cuda/sm90/pipeline.h"
+#include "cuda/sm90/wgmma.h"
+
+namespace flashcore::cuda::sm90 {
+
+// A key block of the CTA and the query range it sweeps. A CTA owns key blocks blockIdx.x,
+// blockIdx.x + gridDim.x, ...: one in the default grid (gridDim.x = n_blocks), several in
+// deterministic mode (gridDim.x = dq_accum slices).
+struct BwdBlock {
+  int iteration;  // key blocks this CTA handled before (the phase of barrier_kv / barrier_kv_empty)
+  int n_block;
+  int kv_head;
+  int batch;
+  int m_block_min;
+  int m_block_max;
+};
+
+template <class Traits>
+struct BwdMainloop {
+  using Element = typename Traits::Element;
+  using Params = typename Traits::Params;
+  using SharedStorage = typename Traits::SharedStorage;
+  using Pipeline = TmaPipeline<Traits::kStages>;
+  using State = typename Pipeline::State;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+
+  __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
+    return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
+  }
+
+  __forceinline__ __device__ static BwdBlock block_of(Params const& params, int iteration) {
+    BwdBlock b;
+    b.iteration = iteration;
+    b.n_block = blockIdx.x + iteration * gridDim.x;  // block 0 sweeps the most query blocks when causal: launched first
+    b.kv_head = blockIdx.y;
+    b.batch = blockIdx.z;
+    b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
+    b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;
+    return b;
+  }
+
+  // Row offset of (batch, query head) in lse_log2, dsum and dq_accum (rows of seqlen_q_rounded).
+  __forceinline__ __device__ static int64_t row_stat_offset(Params const& params, int batch, int head) {
+    return (static_cast<int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
+  }
+
+  // Producer. q_state and do_state carry over from the CTA's previous key block.
+  __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, BwdBlock const& blk,
+                                              State& q_state, State& do_state) {
+    using namespace cute;
+    Pipeline pipeline_q{shared.pipeline_q};
+    Pipeline pipeline_do{shared.pipeline_do};
+    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});     // (M, d, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQ{});  // (M, d, stage)
+    Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});     // (N, d)
+    Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});     // (N, d)
+
+    Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.batch);  // (seqlen_k, d)
+    Tensor mV = params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.batch);  // (seqlen_k, d)
+    Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
+    Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
+    auto [tKgK, tKsK] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                      group_modes<0, 2>(gK));  // (TMA), (TMA)
+    auto [tVgV, tVsV] = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                      group_modes<0, 2>(gV));  // (TMA), (TMA)
+    // K and V's buffers are free once every consumer warp has finished the previous key block.
+    if (blk.iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_kv_empty, (blk.iteration - 1) & 1);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_kv, 2 * Traits::kBytesKV);
+    copy(params.tma_k.with(shared.barrier_kv), tKgK, tKsK);
+    copy(params.tma_v.with(shared.barrier_kv), tVgV, tVsV);
+
+    const int head_begin = blk.kv_head * params.group_size;
+    for (int head = head_begin; head < head_begin + params.group_size; ++head) {
+      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);    // (seqlen_q, d)
+      Tensor mdO = params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);  // (seqlen_q, d)
+      Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));    // (M, d, m)
+      Tensor gdO = local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (M, d, m)
+      auto q_parts = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto do_parts = tma_partition(params.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+      Tensor tQgQ = get<0>(q_parts);     // (TMA, m)
+      Tensor tQsQ = get<1>(q_parts);     // (TMA, stage)
+      Tensor tdOgdO = get<0>(do_parts);  // (TMA, m)
+      Tensor tdOsdO = get<1>(do_parts);  // (TMA, stage)
+      const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+      for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
+        uint64_t& q_full = pipeline_q.producer_acquire(q_state, Traits::kBytesQ + Traits::kBytesRowStat);
+        copy(params.tma_q.with(q_full), tQgQ(_, m), tQsQ(_, q_state.index));
+        SM90_BULK_COPY_G2S::copy(params.lse_log2 + stat_offset + m * kBlockM, &q_full,
+                                 shared.lse_log2.data() + q_state.index * kBlockM, Traits::kBytesRowStat);
+        q_state.advance();
+        uint64_t& do_full = pipeline_do.producer_acquire(do_state, Traits::kBytesQ + Traits::kBytesRowStat);
+        copy(params.tma_do.with(do_full), tdOgdO(_, m), tdOsdO(_, do_state.index));
+        SM90_BULK_COPY_G2S::copy(params.dsum + stat_offset + m * kBlockM, &do_full,
+                                 shared.dsum.data() + do_state.index * kBlockM, Traits::kBytesRowStat);
+        do_state.advance();
+      }
+    }
+  }
+
+  // Consumer: on return tdVrdV and tdKrdK hold dV and dK / softmax_scale of the warpgroup's keys.
+  // The pipeline states and the dS buffer index carry over from the CTA's previous key block.
+  template <class FragKV>
+  __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, BwdBlock const& blk,
+                                             int thread_idx, State& q_state, State& do_state, int& ds_buf,
+                                             FragKV& tdVrdV, FragKV& tdKrdK) {
+    using namespace cute;
+    Pipeline pipeline_q{shared.pipeline_q};
+    Pipeline pipeline_do{shared.pipeline_do};
+    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});       // (M, d, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQ{});    // (M, d, stage)
+    Tensor sQt = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQt{});     // (d, M, stage)
+    Tensor sdOt = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQt{});  // (d, M, stage)
+    Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});       // (N, d)
+    Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});       // (N, d)
+    Tensor sKt = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutKt{});     // (d, N)
+    Tensor sdS = make_tensor(make_smem_ptr(shared.ds.data()), typename Traits::SmemLayoutdS{});    // (M, N, buf)
+    Tensor sdSt = make_tensor(make_smem_ptr(shared.ds.data()), typename Traits::SmemLayoutdSt{});  // (N, M, buf)
+
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(thread_idx);
+    auto thr_dkv = mma_dkv.get_thread_slice(thread_idx);
+    auto thr_dq = mma_dq.get_thread_slice(thread_idx);
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);       // (MMA, MMA_N, MMA_d) descriptors
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);       // (MMA, MMA_M, MMA_d, stage)
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);      // (MMA, MMA_N, MMA_d)
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);    // (MMA, MMA_M, MMA_d, stage)
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_d, MMA_M, stage)
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);    // (MMA, MMA_d, MMA_M, stage)
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);     // (MMA, MMA_M, MMA_N, buf)
+    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);     // (MMA, MMA_d, MMA_N)
+    Tensor tdSsdS = thr_sdp.partition_C(sdSt);            // (MMA, MMA_N, MMA_M, buf): where dSᵀ goes
+
+    Tensor tSrS = partition_fragment_C(mma_sdp, typename Traits::ShapeSdP{});    // (MMA, MMA_N, MMA_M) Sᵀ
+    Tensor tdPrdP = partition_fragment_C(mma_sdp, typename Traits::ShapeSdP{});  // (MMA, MMA_N, MMA_M) dPᵀ
+    Tensor tdQrdQ = partition_fragment_C(mma_dq, typename Traits::ShapedQ{});    // (MMA, MMA_M, MMA_d)
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(typename Traits::ShapeSdP{}));  // (key, query)
+    // Pᵀ and dSᵀ in the register-A layout of the dV and dK products, in Sᵀ's element order.
+    Tensor tdVrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));   // ((2,2,2), MMA_N, M/16)
+    Tensor tdKrdS = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_N, M/16)
+    Tensor tdSrdS = make_tensor(tdKrdS.data(), tSrS.layout());                    // the same, accumulator-shaped
+
+    const AttentionMask mask = mask_of(params);
+    const int n0 = blk.n_block * kBlockN;
+    const int warp = thread_idx / 32;
+    const int lane = thread_idx % 32;
+    // Deterministic mode: this CTA column's own slice, its adds ordered (bwd_dq_accum.h).
+    float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
+
+    clear(tdVrdV);
+    clear(tdKrdK);
+    cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_kv, blk.iteration & 1);
+
+    const int head_begin = blk.kv_head * params.group_size;
+    for (int head = head_begin; head < head_begin + params.group_size; ++head) {
+      const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+      for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
+        const int m0 = m * kBlockM;
+        pipeline_q.consumer_wait(q_state);
+        wgmma_gemm</*zero*/ true, /*wait*/ -1, /*regA*/ false>(mma_sdp, tSrK, tSrQ(_, _, _, q_state.index), tSrS);
+        pipeline_do.consumer_wait(do_state);
+        wgmma_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_state.index), tdPrdP);
+
+        // Pᵀ, under dPᵀ. Masked pairs get -inf before exp2 (so 0 whatever lse_log2 is); rows
+        // past seqlen_q have lse_log2 = +inf and come out 0 without a mask.
+        float const* lse = shared.lse_log2.data() + q_state.index * kBlockM;
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tSrS);
+        if (mask.tile_needs_mask(m0, n0, kBlockN)) {
+          CUTE_UNROLL
+          for (int i = 0; i < size(tSrS); ++i) {
+            const int key = get<0>(tScS(i)), query = get<1>(tScS(i));
+            const float x = tSrS(i) * params.scale_log2 - lse[query];
+            tSrS(i) = exp2f(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
+          }
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2f(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
+        }
+        convert_into(tSrS, tdVrP);
+
+        // dSᵀ = Pᵀ ∘ (dPᵀ - D).
+        float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdPrdP);
+        CUTE_UNROLL
+        for (int i = 0; i < size(tdPrdP); ++i) tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(tScS(i))]);
+        convert_into(tdPrdP, tdKrdS);
+
+        wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
+
+        // dSᵀ -> smem (queries contiguous), visible to the tensor cores of both warpgroups.
+        if constexpr (Traits::kDsStsm) {
+          // Keys are fragment rows and queries (contiguous in sdSᵀ) its columns: 8 x 8 matrices
+          // of 16-byte rows, the non-transposed stmatrix.
+          auto smem_tiled_copy_dS = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
+          auto smem_thr_copy_dS = smem_tiled_copy_dS.get_thread_slice(thread_idx);
+          Tensor tdSsdS_stsm = smem_thr_copy_dS.partition_D(sdSt);  // (CPY, CPY_N, CPY_M, buf)
+          Tensor tdSrdS_stsm = smem_thr_copy_dS.retile_S(tdSrdS);   // (CPY, CPY_N, CPY_M)
+          cute::copy(smem_tiled_copy_dS, tdSrdS_stsm, tdSsdS_stsm(_, _, _, ds_buf));
+        } else {
+          Tensor tdSsdS_buf = tdSsdS(_, _, _, ds_buf);
+          CUTE_UNROLL
+          for (int i = 0; i < size(tdSrdS); ++i) tdSsdS_buf(i) = tdSrdS(i);
+        }
+        cutlass::arch::fence_view_async_shared();
+        named_barrier_sync(Traits::kConsumerThreads, BwdNamedBarrier::kDsReady);
+
+        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+        Tensor tdQrdS_buf = tdQrdS(_, _, _, ds_buf);
+        wgmma_gemm<true, 0, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
+        warpgroup_fence_operand(tdVrdV);
+        warpgroup_fence_operand(tdKrdK);
+        warpgroup_fence_operand(tdVrP);  // the RS products have retired: their A registers are free
+        warpgroup_fence_operand(tdKrdS);
+        pipeline_q.consumer_release(q_state);
+        pipeline_do.consumer_release(do_state);
+        q_state.advance();
+        do_state.advance();
+        ds_buf ^= 1;
+
+        float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
+        dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+      }
+    }
+    // Every product reading K and V has retired (each step ends with wait<0>).
+    if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_kv_empty);
+  }
+};
+
+}  // namespace flashcore::cuda::sm90

@@ -1,0 +1,18 @@
+// Named (bar.sync) barriers of the sm90 backward. Ids go through cutlass::arch::NamedBarrier's
+// user interface, which offsets them past the 8 ids CUTLASS reserves. Separate from the
+// forward's named_barrier.h: the two kernels never share a CTA, so their ids may overlap.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+
+namespace flashcore::cuda::sm90 {
+
+enum class BwdNamedBarrier : int {
+  kDsReady = 0,  // both consumer warpgroups have stored their dS rows (the dQ product reads all)
+};
+
+__forceinline__ __device__ void named_barrier_sync(int num_threads, BwdNamedBarrier id) {
+  cutlass::arch::NamedBarrier::sync(num_threads, static_cast<int>(id));
+}
+
+}  // namespace flashcore::cuda::sm90

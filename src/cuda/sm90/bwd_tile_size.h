@@ -1,0 +1,41 @@
+// Tile shapes of the sm90 backward per head dim, as data with the reason for each. Plain
+// constexpr (no CuTe) so host code (the workspace plan) can read them.
+//
+// One CTA owns kBlockN keys (K, V loaded once) and sweeps the kBlockM-row query blocks. Two
+// consumer warpgroups split the key block: each holds dK and dV for its 64 keys (64 x d fp32
+// each, d/2 + d/2 registers a thread) for the whole sweep, so kBlockN = 128 with two warpgroups.
+// Per query block a consumer thread also holds Sᵀ and dPᵀ (64 keys x kBlockM queries: kBlockM/4
+// floats each) and its half of the dQ partial (kBlockM x d/2: kBlockM*d/256 floats).
+//
+// Shared memory (16-bit elements): K, V (kBlockN x d), `stages` buffers of Q and dO (kBlockM x d)
+// with their LSE and D rows, two dS buffers (kBlockM x kBlockN; two so one barrier per step is
+// enough: a warpgroup writes buffer b^1 while the other may still read b in its dQ product), and
+// the fp32 dQ staging runs of the bulk reduce-add (kBlockM x d floats). 227 KB is the limit.
+#pragma once
+
+namespace flashcore::cuda::sm90 {
+
+struct BwdTileSize {
+  int block_m;  // queries per step of the sweep (N of the Sᵀ, dPᵀ products; K of dV, dK)
+  int block_n;  // keys per CTA: 64 per consumer warpgroup
+  int stages;   // Q and dO pipeline depth
+};
+
+// Registers per consumer thread at d128 (setmaxnreg 240): dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + dQ 32
+// = 224 fp32, the same budget FA3's 64 x 128 causal d128 tile runs on.
+// Shared memory at d128: K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + dQ staging 32 = 192 KB.
+// d64: same tile; 96 KB and 128 registers of accumulators, room left for kBlockM = 128 later.
+// d96: same tile; 144 KB, 176 registers of accumulators.
+// d192 and d256 need another split (dK, dV alone would be 192 / 256 registers): not built yet
+//   (docs/tuning/backward_sm90.md, next steps).
+constexpr BwdTileSize bwd_tile_size(int head_dim) {
+  (void)head_dim;
+  return {64, 128, 2};
+}
+
+// seqlen_q is padded to this in the workspace (lse_log2, dsum, dq_accum rows): a multiple of every
+// block_m so each query block's LSE/D rows and dq_accum tile lie inside the padded rows, and of
+// 64 for the shared preprocess kernel.
+inline constexpr int kBwdSeqlenQRounding = 128;
+
+}  // namespace flashcore::cuda::sm90

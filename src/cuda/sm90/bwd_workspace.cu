@@ -1,0 +1,32 @@
+// See bwd_launch.h: the sm90 backward's workspace plan.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/sm90/bwd_launch.h"
+#include "cuda/sm90/bwd_tile_size.h"
+
+namespace flashcore::cuda::sm90 {
+namespace {
+
+// Deterministic mode caps the dq_accum slices (one per CTA column along the key axis) at this
+// many: the workspace grows with the slices, and past about a wave of CTAs more buy no speed.
+constexpr int kMaxDeterministicSplits = 16;
+
+}  // namespace
+
+BwdWorkspace plan_bwd_workspace(const BwdParams& params, int kernel_head_dim) {
+  int num_splits = 1;
+  if (params.deterministic) {
+    // As many slices as fit in one wave (one CTA per SM), rounded down, as the sm80 family does
+    // (rounding up left a second, nearly empty wave there).
+    const int block_n = bwd_tile_size(kernel_head_dim).block_n;
+    const std::int64_t n_blocks = (params.seqlen_k + block_n - 1) / block_n;
+    const std::int64_t ctas_per_split = static_cast<std::int64_t>(params.batch) * params.heads_kv;
+    const std::int64_t wanted = params.device.sm_count / std::max<std::int64_t>(ctas_per_split, 1);
+    num_splits = static_cast<int>(
+        std::max<std::int64_t>(1, std::min<std::int64_t>({wanted, n_blocks, kMaxDeterministicSplits})));
+  }
+  return BwdWorkspace::plan(params, kBwdSeqlenQRounding, kernel_head_dim, num_splits);
+}
+
+}  // namespace flashcore::cuda::sm90
