@@ -1,31 +1,13 @@
 // Parsing `flashcore fuzz ...`: every flag checked here, so a bad value is a usage error (exit 2).
 #include "fuzz_options.h"
 
-#include <charconv>
 #include <limits>
 #include <string_view>
 
+#include "flag_values.h"
+
 namespace flashcore::cli {
 namespace {
-
-template <typename Int>
-bool parse_int(std::string_view flag, std::string_view text, Int min_value, Int max_value, Int* value,
-               std::string* error) {
-  Int parsed = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, parsed);
-  if (ec != std::errc() || ptr != end) {
-    *error = std::string(flag) + ": expected an integer, got '" + std::string(text) + "'";
-    return false;
-  }
-  if (parsed < min_value || parsed > max_value) {
-    *error = std::string(flag) + ": must be between " + std::to_string(min_value) + " and " +
-             std::to_string(max_value) + ", got " + std::string(text);
-    return false;
-  }
-  *value = parsed;
-  return true;
-}
 
 bool parse_flag(std::string_view flag, std::string_view value, FuzzOptions* o, std::string* error) {
   if (flag == "--count") return parse_int<std::int64_t>(flag, value, 1, 100000000, &o->count, error);
@@ -42,32 +24,8 @@ bool parse_flag(std::string_view flag, std::string_view value, FuzzOptions* o, s
     o->problem = std::string(value);
     return true;
   }
-  if (flag == "--device") {
-    if (value == "auto") {
-      o->device = DeviceChoice::kAuto;
-    } else if (value == "cpu") {
-      o->device = DeviceChoice::kCpu;
-    } else if (value == "cuda") {
-      o->device = DeviceChoice::kCuda;
-    } else {
-      *error = "--device: expected auto, cpu or cuda, got '" + std::string(value) + "'";
-      return false;
-    }
-    return true;
-  }
-  if (flag == "--kernels") {
-    if (value == "auto") {
-      o->kernels = KernelFamily::kAuto;
-    } else if (value == "sm80") {
-      o->kernels = KernelFamily::kSm80;
-    } else if (value == "sm90") {
-      o->kernels = KernelFamily::kSm90;
-    } else {
-      *error = "--kernels: expected auto, sm80 or sm90, got '" + std::string(value) + "'";
-      return false;
-    }
-    return true;
-  }
+  if (flag == "--device") return parse_device_choice(value, &o->device, error);
+  if (flag == "--kernels") return parse_kernel_family(value, &o->kernels, error);
   *error = "unknown option '" + std::string(flag) + "'";
   return false;
 }

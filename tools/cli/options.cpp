@@ -2,34 +2,16 @@
 // rather than a library error later.
 #include "options.h"
 
-#include <charconv>
 #include <limits>
 #include <string_view>
+
+#include "flag_values.h"
 
 #include "flashcore/attention.h"
 #include "runner.h"
 
 namespace flashcore::cli {
 namespace {
-
-template <typename Int>
-bool parse_int(std::string_view flag, std::string_view text, Int min_value, Int max_value, Int* value,
-               std::string* error) {
-  Int parsed = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, parsed);
-  if (ec != std::errc() || ptr != end) {
-    *error = std::string(flag) + ": expected an integer, got '" + std::string(text) + "'";
-    return false;
-  }
-  if (parsed < min_value || parsed > max_value) {
-    *error = std::string(flag) + ": must be between " + std::to_string(min_value) + " and " +
-             std::to_string(max_value) + ", got " + std::string(text);
-    return false;
-  }
-  *value = parsed;
-  return true;
-}
 
 // Per-dimension limits, and a limit on a tensor's elements that keeps every size product the
 // CLI forms (elements, bytes) inside int64. Real runs are far below both.
@@ -64,32 +46,8 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
     }
     return true;
   }
-  if (flag == "--device") {
-    if (value == "auto") {
-      o->device = DeviceChoice::kAuto;
-    } else if (value == "cpu") {
-      o->device = DeviceChoice::kCpu;
-    } else if (value == "cuda") {
-      o->device = DeviceChoice::kCuda;
-    } else {
-      *error = "--device: expected auto, cpu or cuda, got '" + std::string(value) + "'";
-      return false;
-    }
-    return true;
-  }
-  if (flag == "--kernels") {
-    if (value == "auto") {
-      o->kernels = KernelFamily::kAuto;
-    } else if (value == "sm80") {
-      o->kernels = KernelFamily::kSm80;
-    } else if (value == "sm90") {
-      o->kernels = KernelFamily::kSm90;
-    } else {
-      *error = "--kernels: expected auto, sm80 or sm90, got '" + std::string(value) + "'";
-      return false;
-    }
-    return true;
-  }
+  if (flag == "--device") return parse_device_choice(value, &o->device, error);
+  if (flag == "--kernels") return parse_kernel_family(value, &o->kernels, error);
   *error = "unknown option '" + std::string(flag) + "'";
   return false;
 }
