@@ -14,7 +14,8 @@
 //
 // The baseline is attention as fp16/bf16 matrix products compute it without any flash tricks.
 // Each product takes inputs already in the dtype, accumulates in fp32 and rounds its result to the
-// dtype, as a half-precision GEMM writes its output; softmax runs in fp32 on the rounded scores and
+// dtype, as a half-precision GEMM writes its output; softmax runs in fp32 on the rounded scores (the
+// softcap and ALiBi of the ReferenceProblem applied to them in fp32, the window masking them) and
 // its probabilities are rounded before P·V. The backward follows autograd through the same graph:
 // dV = Pᵀ dO and dP = dO Vᵀ rounded, the softmax backward in fp32 on those, dS rounded,
 // dQ = dS K · scale and dK = dSᵀ Q · scale rounded. Non-finite inputs go through the same plain

@@ -15,6 +15,21 @@
 //            when seqlen_q != seqlen_k: query i may see key j iff j <= i + seqlen_k - seqlen_q.
 //            A query row that sees no key at all (causal with seqlen_q > seqlen_k) gets an output
 //            of 0 and an LSE of -inf; its gradients are 0.
+//   window:  (window_left, window_right), -1 = unbounded on that side, FlashAttention 2.x's local
+//            attention: query i sees key j iff j >= i + seqlen_k - seqlen_q - window_left (when
+//            window_left >= 0) and j <= i + seqlen_k - seqlen_q + window_right (when
+//            window_right >= 0). causal sets window_right to 0 whatever it was (as flash_attn
+//            does), so causal with window_left = w sees the w + 1 keys up to its diagonal. Rows
+//            that see no key: output 0, LSE -inf, as above. Tiles wholly outside the window are
+//            skipped, so the cost follows the window, not seqlen_q x seqlen_k.
+//   softcap: > 0 caps the scores: s = softcap * tanh(scale * q·k / softcap), then the softmax
+//            (scale 1); the backward multiplies dS by 1 - tanh². 0 = off.
+//   ALiBi:   alibi_slopes (float32, (heads_q,) or (batch, heads_q), on q's device) adds
+//            -slope * |i + seqlen_k - seqlen_q - j| to the (scaled, capped) score of (i, j), as
+//            flash_attn defines it. With causal flash_attn's kernel adds slope * j instead, which
+//            differs by a per-row constant: the same output, an LSE shifted by that constant;
+//            flashcore's LSE is the one of the formula above on every path.
+//   The LSE is always log(sum_j exp(s_ij)) of the scores the softmax saw (capped, biased).
 //
 // Non-finite inputs (NaN or ±inf in q, k or v) give what the plain formula
 // softmax(s) = exp(s - max s) / sum exp(s - max s) computes over the keys a row sees; masked keys
@@ -36,6 +51,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "flashcore/tensor.h"
@@ -79,6 +95,11 @@ struct ForwardParams {
   KernelFamily kernels = KernelFamily::kAuto;  // CUDA backend only
   void* stream = nullptr;  // cudaStream_t for CUDA tensors; nullptr is the default stream
   int num_threads = 0;     // CPU backends: 0 uses every hardware thread
+  // Score options (see "Semantics" above). The backward must be given the forward's.
+  std::int64_t window_left = -1;   // -1: unbounded
+  std::int64_t window_right = -1;  // -1: unbounded; causal implies 0
+  float softcap = 0.0f;            // 0: off
+  TensorView alibi_slopes;         // optional float32 (heads_q) or (batch, heads_q)
 };
 
 struct BackwardParams {
@@ -103,6 +124,11 @@ struct BackwardParams {
   // library allocates (and frees) it itself.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // The forward's score options.
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  float softcap = 0.0f;
+  TensorView alibi_slopes;
 };
 
 Status forward(const ForwardParams& params);

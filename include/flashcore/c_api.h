@@ -126,9 +126,18 @@ typedef struct flashcore_options {
    * bytes: the library allocates and frees it itself. */
   void* workspace;
   size_t workspace_bytes;
+  /* Score options (flashcore/attention.h). The backward must be given the forward's. */
+  int64_t window_left;  /* sliding window: -1 (the default) = unbounded; else keys at most this far left of the diagonal */
+  int64_t window_right; /* -1 (the default) = unbounded; causal makes it 0 */
+  float softcap;        /* 0 (the default) = off; > 0: scores become softcap * tanh(score / softcap) */
+  /* NULL (the default) or data == NULL: no ALiBi; else float32 slopes (heads_q) or (batch, heads_q)
+   * on the tensors' device, adding -slope * |i + seqlen_k - seqlen_q - j| to the scores. */
+  const flashcore_tensor* alibi_slopes;
 } flashcore_options;
 
-/* Fills *options with the defaults (every field 0 or NULL) and struct_size. */
+/* Fills *options with the defaults (window_left and window_right -1, every other field 0 or NULL)
+ * and struct_size. A caller compiled against an older, smaller struct gets these defaults for the
+ * fields it does not have. */
 FLASHCORE_C_EXPORT void flashcore_options_init(flashcore_options* options);
 
 /* out = softmax(softmax_scale * q kᵀ + mask) v, and its log-sum-exp.

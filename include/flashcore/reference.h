@@ -25,6 +25,13 @@ struct ReferenceProblem {
   std::int64_t head_dim = 0;
   double softmax_scale = 0.0;
   bool causal = false;  // bottom-right aligned, as attention.h states
+  // Score options, as attention.h defines them.
+  std::int64_t window_left = -1;   // -1: unbounded
+  std::int64_t window_right = -1;  // -1: unbounded
+  double softcap = 0.0;            // 0: off
+  // ALiBi slopes, or null: (heads_q) values, or (batch, heads_q) when alibi_slopes_per_batch.
+  const double* alibi_slopes = nullptr;
+  bool alibi_slopes_per_batch = false;
 };
 
 // num_threads: 0 uses every hardware thread; the result does not depend on it.

@@ -58,6 +58,10 @@ class COptions(ctypes.Structure):
         ("stream", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", ctypes.c_void_p),  # a flashcore_tensor's address, or NULL
     ]
 
 
@@ -65,10 +69,13 @@ _OPTIONS_SIZE = ctypes.sizeof(COptions)
 
 
 def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
-            num_threads=0, stream=None, workspace=None, workspace_bytes=0):
-    """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim))."""
+            num_threads=0, stream=None, workspace=None, workspace_bytes=0, window_left=-1, window_right=-1,
+            softcap=0.0, alibi_slopes=None):
+    """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim));
+    alibi_slopes is the address of a flashcore_tensor descriptor (see _tensors.pack) or None."""
     return COptions(_OPTIONS_SIZE, softmax_scale is not None, 0.0 if softmax_scale is None else softmax_scale, causal,
-                    deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes)
+                    deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes, window_left,
+                    window_right, softcap, alibi_slopes)
 
 
 def _library_path():

@@ -15,6 +15,7 @@ kernels launch on PyTorch's current CUDA stream without synchronising.
 """
 
 import ctypes
+from typing import Optional
 
 import torch
 
@@ -35,25 +36,28 @@ def _launch_context(device):
     return None, torch.get_num_threads(), None
 
 
-def run_forward(q, k, v, softmax_scale, causal):
+def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     """(out, lse) from the library; out is contiguous whatever q's strides."""
     batch, seqlen_q, nheads, _ = q.shape
     out = torch.empty_like(q, memory_format=_CONTIGUOUS)
     lse = q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
-    descriptors, views = pack(q, k, v, out, lse)
+    descriptors, views = pack(q, k, v, out, lse, alibi_slopes)
     stream, num_threads, guard = _launch_context(q.device)
-    options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads))
+    options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads,
+                                       window_left=window_left, window_right=window_right, softcap=softcap,
+                                       alibi_slopes=views[5]))
     if guard is None:
-        status = lib.forward(*views, options)
+        status = lib.forward(*views[:5], options)
     else:
         with guard:
-            status = lib.forward(*views, options)
+            status = lib.forward(*views[:5], options)
     if status:
         lib.check(status)
     return out, lse
 
 
-def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1,
+                 softcap=0.0, alibi_slopes=None):
     """(dq, dk, dv) from the library, given the forward's out and lse."""
     # Autograd may hand over a broadcast gradient (out.sum()'s has stride 0 everywhere); the library
     # needs headdim contiguous, so only then is dout copied.
@@ -62,18 +66,20 @@ def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
     dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
     dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
     dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
-    descriptors, views = pack(q, k, v, out, dout, lse, dq, dk, dv)
+    descriptors, views = pack(q, k, v, out, dout, lse, dq, dk, dv, alibi_slopes)
     stream, num_threads, guard = _launch_context(q.device)
+    options = lib.options(softmax_scale, causal, deterministic, stream=stream, num_threads=num_threads,
+                          window_left=window_left, window_right=window_right, softcap=softcap,
+                          alibi_slopes=views[9])
     if guard is None:
-        _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, q.device)
+        _backward_call(views[:9], options, q.device)
     else:
         with guard:
-            _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, q.device)
+            _backward_call(views[:9], options, q.device)
     return dq, dk, dv
 
 
-def _backward_call(views, softmax_scale, causal, deterministic, stream, num_threads, device):
-    options = lib.options(softmax_scale, causal, deterministic, stream=stream, num_threads=num_threads)
+def _backward_call(views, options, device):
     if device.type == "cuda":
         needed = ctypes.c_size_t(0)
         lib.check(lib.backward_workspace_size(*views, ctypes.byref(options), ctypes.byref(needed)))
@@ -91,28 +97,32 @@ def _backward_call(views, softmax_scale, causal, deterministic, stream, num_thre
 
 @torch.library.custom_op("flashcore::attention_forward", mutates_args=())
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
-                      deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                      deterministic: bool, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                      alibi_slopes: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse). `deterministic` does not change the forward; it is an input so that the
     autograd formula can hand it to the backward."""
-    return run_forward(q, k, v, softmax_scale, causal)
+    return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)
 
 
 @attention_forward.register_fake
-def _(q, k, v, softmax_scale, causal, deterministic):
+def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     batch, seqlen_q, nheads, _ = q.shape
     return torch.empty_like(q, memory_format=_CONTIGUOUS), q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
 
 
 @torch.library.custom_op("flashcore::attention_backward", mutates_args=())
 def attention_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                       lse: torch.Tensor, softmax_scale: float, causal: bool,
-                       deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       lse: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool,
+                       window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                       alibi_slopes: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the forward's out and lse."""
-    return run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic)
+    return run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left, window_right,
+                        softcap, alibi_slopes)
 
 
 @attention_backward.register_fake
-def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
+      alibi_slopes=None):
     return tuple(torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
 
 
@@ -128,19 +138,26 @@ def _refuse_double_backward(q, k, v):
             "or torch.nn.functional.scaled_dot_product_attention where second-order gradients are needed.")
 
 
+_OPTION_DEFAULTS = (-1, -1, 0.0, None)  # window_left, window_right, softcap, alibi_slopes
+
+
 def _setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, deterministic = inputs
+    q, k, v, softmax_scale, causal, deterministic, *options = inputs
+    window_left, window_right, softcap, alibi_slopes = (*options, *_OPTION_DEFAULTS[len(options):])
+    ctx.num_inputs = len(inputs)
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
     ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+    ctx.window_left, ctx.window_right, ctx.softcap = window_left, window_right, softcap
 
 
 def _op_backward(ctx, dout, dlse):
     # The LSE is an auxiliary output the public functions never return, so dlse carries nothing.
-    q, k, v, out, lse = ctx.saved_tensors
+    q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
     _refuse_double_backward(q, k, v)
-    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
-    return dq, dk, dv, None, None, None
+    dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
+                                    ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes)
+    return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
 attention_forward.register_autograd(_op_backward, setup_context=_setup_context)
@@ -152,26 +169,31 @@ class _EagerAttention(torch.autograd.Function):
     """The custom ops' autograd formula without the dispatcher round trips."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, deterministic):
-        out, lse = run_forward(q, k, v, softmax_scale, causal)
-        ctx.save_for_backward(q, k, v, out, lse)
+    def forward(ctx, q, k, v, softmax_scale, causal, deterministic, window_left, window_right, softcap, alibi_slopes):
+        out, lse = run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)
+        ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
         ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
+        ctx.window_left, ctx.window_right, ctx.softcap = window_left, window_right, softcap
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
         _refuse_double_backward(q, k, v)
-        dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
+                                  ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
-def attention(q, k, v, softmax_scale, causal, deterministic):
+def attention(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
+              alibi_slopes=None):
     """out for checked inputs, by the cheapest route that is correct in the current context."""
     plain = (type(q) is torch.Tensor and type(k) is torch.Tensor and type(v) is torch.Tensor
              and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0)
     if not plain:
-        return attention_forward(q, k, v, softmax_scale, causal, deterministic)[0]
+        return attention_forward(q, k, v, softmax_scale, causal, deterministic, window_left, window_right, softcap,
+                                 alibi_slopes)[0]
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _EagerAttention.apply(q, k, v, softmax_scale, causal, deterministic)
-    return run_forward(q, k, v, softmax_scale, causal)[0]
+        return _EagerAttention.apply(q, k, v, softmax_scale, causal, deterministic, window_left, window_right,
+                                     softcap, alibi_slopes)
+    return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)[0]

@@ -1,8 +1,9 @@
 """The flash_attn 2.x functions, with the same signatures, layouts, defaults and return values, so
 that `from flashcore import flash_attn_func` replaces `from flash_attn import flash_attn_func`.
 
-Options flashcore does not implement yet raise NotImplementedError naming the option; none is
-silently ignored.
+window_size, softcap and alibi_slopes follow flash_attn 2.x (flashcore/attention.h states the
+rules). Options flashcore does not implement yet (dropout_p, return_attn_probs) raise
+NotImplementedError naming the option; none is silently ignored.
 """
 
 import math
@@ -24,17 +25,36 @@ def _check_window_size(window_size):
         raise ValueError(f"flashcore: window_size: expected a (left, right) pair of ints, got {window_size!r}")
 
 
-def _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
+def _check_softcap(softcap):
+    """softcap as a float: a real number (the library rejects NaN, infinities and negatives)."""
+    if isinstance(softcap, numbers.Real) and not isinstance(softcap, bool):
+        return float(softcap)
+    raise TypeError(f"flashcore: softcap: expected a number (0.0 = off), got {type(softcap).__name__} {softcap!r}")
+
+
+def _check_alibi_slopes(alibi_slopes, q):
+    """What the library cannot see of alibi_slopes: that it is a float32 tensor on q's device (the
+    library checks its shape, (nheads,) or (batch, nheads), and its strides)."""
+    if alibi_slopes is None:
+        return None
+    if not isinstance(alibi_slopes, torch.Tensor):
+        raise TypeError(f"flashcore: alibi_slopes: expected a float32 tensor of shape (nheads,) or (batch, nheads) "
+                        f"or None, got {type(alibi_slopes).__name__}")
+    if alibi_slopes.dtype != torch.float32:
+        raise ValueError(f"flashcore: alibi_slopes: expected dtype torch.float32, got {alibi_slopes.dtype}")
+    if alibi_slopes.device != q.device:
+        raise ValueError(f"flashcore: alibi_slopes: expected a tensor on {q.device} like q, got one on "
+                         f"{alibi_slopes.device}")
+    if alibi_slopes.dim() not in (1, 2) or alibi_slopes.numel() == 0:
+        raise ValueError(f"flashcore: alibi_slopes: expected shape (nheads,) or (batch, nheads), got "
+                         f"{tuple(alibi_slopes.shape)}")
+    return alibi_slopes
+
+
+def _reject_unsupported(dropout_p, window_size, return_attn_probs):
     _check_window_size(window_size)
     if dropout_p != 0.0:
         raise NotImplementedError(f"flashcore: dropout_p={dropout_p} is not supported yet (only 0.0)")
-    if tuple(window_size) != (-1, -1):
-        raise NotImplementedError(
-            f"flashcore: window_size={tuple(window_size)} (local attention) is not supported yet (only (-1, -1))")
-    if softcap != 0.0:
-        raise NotImplementedError(f"flashcore: softcap={softcap} is not supported yet (only 0.0)")
-    if alibi_slopes is not None:
-        raise NotImplementedError("flashcore: alibi_slopes is not supported yet (only None)")
     if return_attn_probs:
         raise NotImplementedError("flashcore: return_attn_probs=True is not supported yet (only False)")
 
@@ -60,9 +80,12 @@ def _softmax_scale(softmax_scale, headdim):
     return value
 
 
-def _attention(q, k, v, softmax_scale, causal, deterministic):
+def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes):
     check_attention_inputs(q, k, v)
-    return attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic))
+    softcap = _check_softcap(softcap)
+    alibi_slopes = _check_alibi_slopes(alibi_slopes, q)
+    return attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic),
+                     int(window_size[0]), int(window_size[1]), softcap, alibi_slopes)
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -73,35 +96,39 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     bfloat16, on the CPU or a CUDA device. nheads must be a multiple of nheads_k (GQA/MQA).
     softmax_scale: default 1 / sqrt(headdim). causal: the mask is aligned to the bottom-right
     corner of the score matrix when seqlen_q != seqlen_k, as in flash_attn 2.1+.
+    window_size: (left, right), -1 = unbounded: query i sees keys j with
+    i + seqlen_k - seqlen_q - left <= j <= i + seqlen_k - seqlen_q + right (causal sets right to 0).
+    softcap: > 0 caps the scores at softcap * tanh(score / softcap). alibi_slopes: float32
+    (nheads,) or (batch, nheads); adds -slope * |i + seqlen_k - seqlen_q - j| to the scores.
     deterministic: bit-identical gradients run after run.
     Returns out: (batch, seqlen_q, nheads, headdim).
     """
-    _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
-    return _attention(q, k, v, softmax_scale, causal, deterministic)
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flash_attn_func with k and v packed: kv (batch, seqlen_k, 2, nheads_k, headdim).
     Returns out: (batch, seqlen_q, nheads, headdim)."""
-    _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)")
     if kv.shape[2] != 2:
         raise ValueError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=2)  # views: no copy
-    return _attention(q, k, v, softmax_scale, causal, deterministic)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                               softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flash_attn_func with q, k and v packed: qkv (batch, seqlen, 3, nheads, headdim).
     Returns out: (batch, seqlen, nheads, headdim)."""
-    _reject_unsupported(dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)")
     if qkv.shape[2] != 3:
         raise ValueError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=2)  # views: no copy
-    return _attention(q, k, v, softmax_scale, causal, deterministic)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
 
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func"]

@@ -25,7 +25,32 @@ def bottom_right_causal_mask(seqlen_q, seqlen_k, device):
     return col > row + (seqlen_k - seqlen_q)
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, upcast=True):
+def local_mask(seqlen_q, seqlen_k, window_size, device):
+    """True where query i may NOT see key j under window_size (left, right), -1 = unbounded,
+    bottom-right aligned as flash_attn's construct_local_mask."""
+    left, right = window_size
+    row = torch.arange(seqlen_q, device=device).view(-1, 1)
+    col = torch.arange(seqlen_k, device=device).view(1, -1)
+    diagonal = row + (seqlen_k - seqlen_q)
+    masked = torch.zeros(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    if right >= 0:
+        masked |= col > diagonal + right
+    if left >= 0:
+        masked |= col < diagonal - left
+    return masked
+
+
+def alibi_bias(slopes, batch, nheads, seqlen_q, seqlen_k, device):
+    """(batch, nheads, seqlen_q, seqlen_k): -slope * |i + seqlen_k - seqlen_q - j| (flash_attn's
+    non-causal definition, used for causal too: it differs by a per-row constant there)."""
+    slopes = slopes.double().reshape(-1, nheads).expand(batch, nheads).reshape(batch, nheads, 1, 1)
+    row = torch.arange(seqlen_q, device=device).view(-1, 1)
+    col = torch.arange(seqlen_k, device=device).view(1, -1)
+    return -slopes * (row + seqlen_k - seqlen_q - col).abs().double()
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, upcast=True, window_size=(-1, -1), softcap=0.0,
+              alibi_slopes=None):
     """out (batch, seqlen_q, nheads, headdim) and lse (batch, nheads, seqlen_q).
 
     upcast=True: everything in float64 (the oracle). upcast=False: the plain same-precision
@@ -42,9 +67,14 @@ def attention(q, k, v, causal=False, softmax_scale=None, upcast=True):
     if not upcast:
         scores = scores.float()
     scores = scores * softmax_scale
+    if softcap > 0:
+        scores = torch.tanh(scores / softcap) * softcap
+    if alibi_slopes is not None:
+        bias = alibi_bias(alibi_slopes, q.shape[0], q.shape[2], q.shape[1], k.shape[1], q.device)
+        scores = scores + bias.to(scores.dtype)
     blind_rows = None
-    if causal:
-        masked = bottom_right_causal_mask(q.shape[1], k.shape[1], q.device)
+    if causal or tuple(window_size) != (-1, -1):
+        masked = local_mask(q.shape[1], k.shape[1], (window_size[0], 0 if causal else window_size[1]), q.device)
         scores = scores.masked_fill(masked, float("-inf"))
         blind_rows = masked.all(dim=-1, keepdim=True)
     lse = torch.logsumexp(scores, dim=-1)

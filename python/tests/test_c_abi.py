@@ -158,6 +158,42 @@ def test_options_init_gives_defaults():
     lib._lib.flashcore_options_init(ctypes.byref(options))
     assert options.struct_size == ctypes.sizeof(lib.COptions)
     assert (options.has_softmax_scale, options.causal, options.backend, options.kernels, options.workspace_bytes) == (0, 0, 0, 0, 0)
+    # The score options: no window (-1, -1), no softcap, no ALiBi.
+    assert (options.window_left, options.window_right, options.softcap, options.alibi_slopes) == (-1, -1, 0.0, None)
+
+
+def test_options_struct_before_the_score_options_keeps_no_window():
+    # A caller built before window_left existed (ABI version 2's first struct, ending after
+    # workspace_bytes) passes its smaller size: the library gives the window its -1 defaults, not
+    # the zeros a window of (0, 0) would mean, whatever bytes follow in memory.
+    options = lib.options(SCALE, False, window_left=0, window_right=0, softcap=5.0)
+    options.struct_size = lib.COptions.window_left.offset
+    q, k, v, out, lse = problem(seqlen_q=29, seqlen_k=17)
+    buffer, views = pack(q, k, v, out, lse)
+    assert lib.forward(*views, ctypes.byref(options)) == lib.STATUS_OK, lib.last_error()
+    out64, _ = reference.attention(q, k, v)
+    torch.testing.assert_close(out.double(), out64, atol=2e-3, rtol=0)
+
+
+def test_score_options_through_the_c_abi():
+    q, k, v, out, lse = problem(seqlen_q=29, seqlen_k=17)
+    slopes = torch.rand(2, 4) * 0.3
+    buffer, views = pack(q, k, v, out, lse, slopes)
+    options = lib.options(SCALE, False, window_left=4, window_right=1, softcap=3.0, alibi_slopes=views[5])
+    assert lib.forward(*views[:5], ctypes.byref(options)) == lib.STATUS_OK, lib.last_error()
+    out64, _ = reference.attention(q, k, v, softmax_scale=SCALE, window_size=(4, 1), softcap=3.0, alibi_slopes=slopes)
+    torch.testing.assert_close(out.double(), out64, atol=2e-3, rtol=0)
+
+
+def test_bad_alibi_tensor_struct_names_alibi_slopes():
+    q, k, v, out, lse = problem()
+    slopes = torch.ones(4)
+    buffer, views = pack(q, k, v, out, lse, slopes)
+    ctypes.cast(views[5] + 8, ctypes.POINTER(ctypes.c_int32))[0] = 9  # dtype code
+    options = lib.options(SCALE, False, alibi_slopes=views[5])
+    assert lib.forward(*views[:5], ctypes.byref(options)) == lib.STATUS_INVALID_ARGUMENT
+    assert "alibi_slopes: unknown dtype code 9" in lib.last_error()
+    assert torch.isnan(out).all()
 
 
 def test_older_smaller_options_struct_keeps_later_defaults():

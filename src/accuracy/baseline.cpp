@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
 #include <cutlass/numeric_types.h>
@@ -22,12 +23,20 @@ struct Problem {
   bool causal;
   float softmax_scale;
   DType dtype;
+  int64_t window_left, window_right;
+  float softcap;
+  const double* alibi_slopes;
+  bool alibi_per_batch;
   int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
+  float slope(int64_t b, int64_t h) const {
+    return alibi_slopes == nullptr ? 0.0f : static_cast<float>(alibi_slopes[(alibi_per_batch ? b * heads_q : 0) + h]);
+  }
 };
 
 Problem problem_of(const ReferenceProblem& r, DType dtype) {
   return {r.batch,  r.seqlen_q, r.seqlen_k, r.heads_q, r.heads_kv, r.head_dim,
-          r.causal, static_cast<float>(r.softmax_scale), dtype};
+          r.causal, static_cast<float>(r.softmax_scale), dtype, r.window_left, r.window_right,
+          static_cast<float>(r.softcap), r.alibi_slopes, r.alibi_slopes_per_batch};
 }
 
 double round_float(DType dtype, float value) {
@@ -56,31 +65,52 @@ float gemm_dot(DType dtype, const double* a, const double* b, int64_t n) {
   return static_cast<float>(round_float(dtype, sum));
 }
 
-// How many keys query row i sees (a prefix: causal aligned bottom-right, attention.h).
-int64_t visible_keys(const Problem& p, int64_t i) {
-  if (!p.causal) return p.seqlen_k;
-  return std::clamp<int64_t>(i + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k);
+// The keys [begin, end) query row i sees (attention.h: causal and the window, bottom-right aligned).
+struct KeySpan {
+  int64_t begin, end;
+  int64_t size() const { return std::max<int64_t>(end - begin, 0); }
+};
+KeySpan visible_keys(const Problem& p, int64_t i) {
+  const int64_t diagonal = i + p.seqlen_k - p.seqlen_q;
+  int64_t end = p.seqlen_k;
+  if (p.causal) end = std::min(end, diagonal + 1);
+  if (p.window_right >= 0) end = std::min(end, diagonal + p.window_right + 1);
+  const int64_t begin = p.window_left >= 0 ? std::max<int64_t>(0, diagonal - p.window_left) : 0;
+  return {begin, std::max<int64_t>(end, 0)};
 }
 
 // One query row's softmax over its rounded scores, in fp32: probs (unrounded) of its visible keys
 // and the LSE. Non-finite scores go through the plain formula as in the float64 reference: a NaN
 // or +inf score, or all scores -inf, give NaN (std::max alone would skip a NaN).
+// probs[e] and dscore[e] are those of key keys.begin + e. The scores get the softcap and ALiBi in
+// fp32 (attention.h); dscore is the softcap's 1 - tanh² (1 without).
 float row_softmax(const Problem& p, const Layout& at, const std::vector<double>& q,
-                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, int64_t visible,
-                  std::vector<float>& probs) {
+                  const std::vector<double>& k, int64_t b, int64_t h, int64_t i, KeySpan keys,
+                  std::vector<float>& probs, std::vector<float>& dscore) {
+  const int64_t visible = keys.size();
   if (visible == 0) return -kInf;
   const int64_t hk = h / p.group_size();
+  const float slope = p.slope(b, h);
   float row_max = -kInf;
-  for (int64_t j = 0; j < visible; ++j) {
-    probs[j] = gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale;
-    if (probs[j] > row_max || std::isnan(probs[j])) row_max = probs[j];
+  for (int64_t e = 0; e < visible; ++e) {
+    const int64_t j = keys.begin + e;
+    float s = gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale;
+    dscore[e] = 1.0f;
+    if (p.softcap > 0.0f) {
+      const float t = std::tanh(s / p.softcap);
+      s = p.softcap * t;
+      dscore[e] = 1.0f - t * t;
+    }
+    s -= slope * static_cast<float>(std::llabs(i + p.seqlen_k - p.seqlen_q - j));
+    probs[e] = s;
+    if (probs[e] > row_max || std::isnan(probs[e])) row_max = probs[e];
   }
   float sum = 0.0f;
-  for (int64_t j = 0; j < visible; ++j) {
-    probs[j] = std::exp(probs[j] - row_max);
-    sum += probs[j];
+  for (int64_t e = 0; e < visible; ++e) {
+    probs[e] = std::exp(probs[e] - row_max);
+    sum += probs[e];
   }
-  for (int64_t j = 0; j < visible; ++j) probs[j] /= sum;
+  for (int64_t e = 0; e < visible; ++e) probs[e] /= sum;
   return row_max + std::log(sum);
 }
 
@@ -99,19 +129,21 @@ BaselineForward baseline_forward(const ReferenceProblem& problem, DType dtype, c
   const int workers = cpu::worker_count(num_threads, tasks);
   std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> out_row_of(static_cast<size_t>(workers), std::vector<float>(p.head_dim));
+  std::vector<std::vector<float>> dscore_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
     const int64_t b = task / p.heads_q;
     const int64_t h = task % p.heads_q;
     const int64_t hk = h / p.group_size();
     std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
     std::vector<float>& out_row = out_row_of[static_cast<size_t>(worker)];
+    std::vector<float>& dscore = dscore_of[static_cast<size_t>(worker)];
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      const int64_t visible = visible_keys(p, i);
-      result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, visible, probs);
+      const KeySpan keys = visible_keys(p, i);
+      result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, keys, probs, dscore);
       std::fill(out_row.begin(), out_row.end(), 0.0f);
-      for (int64_t j = 0; j < visible; ++j) {
-        const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
-        const double* vj = &v[at.k_row(b, j, hk)];
+      for (int64_t e = 0; e < keys.size(); ++e) {
+        const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+        const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
         for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
       }
       for (int64_t d = 0; d < p.head_dim; ++d) result.out[at.q_row(b, i, h) + d] = round_float(p.dtype, out_row[d]);
@@ -135,24 +167,28 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
   const int workers = cpu::worker_count(num_threads, tasks);
   std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> dprobs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> dscore_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
     const int64_t b = task / p.heads_kv;
     const int64_t hk = task % p.heads_kv;
     std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
     std::vector<float>& dprobs = dprobs_of[static_cast<size_t>(worker)];
+    std::vector<float>& dscore = dscore_of[static_cast<size_t>(worker)];
     for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        const int64_t visible = visible_keys(p, i);
-        row_softmax(p, at, q, k, b, h, i, visible, probs);
+        const KeySpan keys = visible_keys(p, i);
+        row_softmax(p, at, q, k, b, h, i, keys, probs, dscore);
         const double* doi = &dout[at.q_row(b, i, h)];
         float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
-        for (int64_t j = 0; j < visible; ++j) {
-          dprobs[j] = gemm_dot(p.dtype, doi, &v[at.k_row(b, j, hk)], head_dim);
-          p_dot_dp += probs[j] * dprobs[j];
+        for (int64_t e = 0; e < keys.size(); ++e) {
+          dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim);
+          p_dot_dp += probs[e] * dprobs[e];
         }
-        for (int64_t j = 0; j < visible; ++j) {
-          const float p16 = static_cast<float>(round_float(p.dtype, probs[j]));
-          const float ds16 = static_cast<float>(round_float(p.dtype, probs[j] * (dprobs[j] - p_dot_dp)));
+        for (int64_t e = 0; e < keys.size(); ++e) {
+          const int64_t j = keys.begin + e;
+          const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+          const float ds16 =
+              static_cast<float>(round_float(p.dtype, probs[e] * (dprobs[e] - p_dot_dp) * dscore[e]));
           for (int64_t d = 0; d < head_dim; ++d) {
             dq_acc[at.q_row(b, i, h) + d] += ds16 * static_cast<float>(k[at.k_row(b, j, hk) + d]);
             dk_acc[at.k_row(b, j, hk) + d] += ds16 * static_cast<float>(q[at.q_row(b, i, h) + d]);

@@ -20,8 +20,20 @@ struct AttentionProblem {
   KernelFamily kernels = KernelFamily::kAuto;  // as requested (the CUDA dispatch resolves kAuto)
   float softmax_scale = 0.0f;        // resolved: the default already applied
   bool causal = false;
+  // The window (attention.h), normalised: causal sets window_right to 0; a bound that excludes no
+  // key (window_left >= seqlen_k, window_right >= seqlen_q) becomes -1, so every value is -1 or
+  // below seqlen_k / seqlen_q and fits an int; a window of (-1, 0) sets causal.
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  float softcap = 0.0f;  // 0: off
+  // ALiBi: slope of (batch b, query head h) at alibi_slopes[b * alibi_batch_stride + h] (float32 on
+  // the problem's device; null: no ALiBi; stride 0 for (heads_q) slopes).
+  const float* alibi_slopes = nullptr;
+  std::int64_t alibi_batch_stride = 0;
 
   std::int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
+  bool has_window() const { return window_left >= 0 || (window_right >= 0 && !causal); }
+  bool has_score_mod() const { return softcap > 0.0f || alibi_slopes != nullptr; }
 };
 
 // Check every argument and fill `problem`. On failure nothing else has happened and the message

@@ -2,7 +2,9 @@
 #include "flashcore/reference.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "api/problem.h"
 #include "cpu/reference.h"
@@ -28,7 +30,24 @@ Status to_problem(const char* function, const ReferenceProblem& r, detail::Atten
   p->softmax_scale = static_cast<float>(r.softmax_scale);
   p->causal = r.causal;
   p->backend = Backend::kCpuReference;
+  if (r.window_left < -1) return fail("window_left", "must be -1 (unbounded) or at least 0");
+  if (r.window_right < -1) return fail("window_right", "must be -1 (unbounded) or at least 0");
+  if (!std::isfinite(r.softcap) || r.softcap < 0.0) return fail("softcap", "must be a finite number >= 0 (0 = off)");
+  p->window_left = r.window_left;  // the reference applies the rule as given: no normalisation
+  p->window_right = r.window_right;
+  p->softcap = static_cast<float>(r.softcap);
   return Status::Ok();
+}
+
+// ReferenceProblem's slopes as the (batch, heads_q) array the reference reads; empty for none.
+std::vector<double> expand_slopes(const ReferenceProblem& r) {
+  std::vector<double> slopes;
+  if (r.alibi_slopes == nullptr) return slopes;
+  slopes.resize(static_cast<size_t>(r.batch * r.heads_q));
+  for (std::int64_t b = 0; b < r.batch; ++b)
+    for (std::int64_t h = 0; h < r.heads_q; ++h)
+      slopes[static_cast<size_t>(b * r.heads_q + h)] = r.alibi_slopes[(r.alibi_slopes_per_batch ? b * r.heads_q : 0) + h];
+  return slopes;
 }
 
 Status check_pointers(const char* function, std::initializer_list<std::pair<const char*, const void*>> pointers) {
@@ -46,7 +65,8 @@ Status reference_forward(const ReferenceProblem& problem, const double* q, const
   detail::AttentionProblem p;
   FLASHCORE_RETURN_IF_ERROR(to_problem(kFn, problem, &p));
   FLASHCORE_RETURN_IF_ERROR(check_pointers(kFn, {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"lse", lse}}));
-  cpu::reference_attention_forward(p, q, k, v, out, lse, num_threads);
+  const std::vector<double> slopes = expand_slopes(problem);
+  cpu::reference_attention_forward(p, q, k, v, out, lse, num_threads, slopes.empty() ? nullptr : slopes.data());
   return Status::Ok();
 }
 
@@ -57,7 +77,9 @@ Status reference_backward(const ReferenceProblem& problem, const double* q, cons
   FLASHCORE_RETURN_IF_ERROR(to_problem(kFn, problem, &p));
   FLASHCORE_RETURN_IF_ERROR(
       check_pointers(kFn, {{"q", q}, {"k", k}, {"v", v}, {"dout", dout}, {"dq", dq}, {"dk", dk}, {"dv", dv}}));
-  cpu::reference_attention_backward(p, q, k, v, dout, dq, dk, dv, num_threads);
+  const std::vector<double> slopes = expand_slopes(problem);
+  cpu::reference_attention_backward(p, q, k, v, dout, dq, dk, dv, num_threads,
+                                    slopes.empty() ? nullptr : slopes.data());
   return Status::Ok();
 }
 

@@ -175,6 +175,52 @@ Status check_common(const Checker& c, const TensorView& q, const TensorView& k, 
   return Status::Ok();
 }
 
+// window_size, softcap and alibi_slopes: checked, then normalised into the problem (problem.h).
+Status check_score_options(const Checker& c, std::int64_t window_left, std::int64_t window_right, float softcap,
+                           const TensorView& alibi_slopes, AttentionProblem* p) {
+  if (window_left < -1) {
+    return c.fail("window_left (window_size[0])", "must be -1 (unbounded) or at least 0, got " +
+                                                      std::to_string(window_left));
+  }
+  if (window_right < -1) {
+    return c.fail("window_right (window_size[1])", "must be -1 (unbounded) or at least 0, got " +
+                                                       std::to_string(window_right));
+  }
+  if (!std::isfinite(softcap) || softcap < 0.0f) {
+    return c.fail("softcap", "must be a finite number >= 0 (0 = off), got " + std::to_string(softcap));
+  }
+  if (p->causal) window_right = 0;
+  if (window_left >= p->seqlen_k) window_left = -1;   // row i's bound i + Sk - Sq - left < 0: no key excluded
+  if (window_right >= p->seqlen_q) window_right = -1;  // row 0's bound Sk - Sq + right >= Sk - 1
+  if (window_right == 0) p->causal = true;  // the causal rule (with or without a left bound)
+  p->window_left = window_left;
+  p->window_right = window_right;
+  p->softcap = softcap;
+
+  if (alibi_slopes.present()) {
+    const TensorView& a = alibi_slopes;
+    if (a.rank != 1 && a.rank != 2) {
+      return c.fail("alibi_slopes", "expected shape (heads_q) or (batch, heads_q), got rank " + std::to_string(a.rank));
+    }
+    if (a.rank == 1) {
+      FLASHCORE_RETURN_IF_ERROR(c.check_layout("alibi_slopes", a, 1, "(heads_q)"));
+    } else {
+      FLASHCORE_RETURN_IF_ERROR(c.check_layout("alibi_slopes", a, 2, "(batch, heads_q)"));
+    }
+    FLASHCORE_RETURN_IF_ERROR(c.check_like("alibi_slopes", a, DType::kFloat32, p->device));
+    const bool heads_ok = a.shape[a.rank - 1] == p->heads_q;
+    const bool batch_ok = a.rank == 1 || a.shape[0] == p->batch;
+    if (!heads_ok || !batch_ok) {
+      return c.fail("alibi_slopes", "expected shape (" + std::to_string(p->heads_q) + ") or (" +
+                                        std::to_string(p->batch) + ", " + std::to_string(p->heads_q) +
+                                        ") (heads_q) or (batch, heads_q), got " + shape_string(a));
+    }
+    p->alibi_slopes = static_cast<const float*>(a.data);
+    p->alibi_batch_stride = a.rank == 2 ? a.stride[0] : 0;
+  }
+  return Status::Ok();
+}
+
 Status check_lse(const Checker& c, const char* name, const TensorView& lse, const AttentionProblem& p) {
   FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, lse, 3, kLseDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_like(name, lse, DType::kFloat32, p.device));
@@ -199,6 +245,8 @@ Status validate_forward(const ForwardParams& params, AttentionProblem* problem) 
   const Checker c("flashcore::forward");
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
                                          params.backend, params.kernels, params.num_threads, problem));
+  FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
+                                                params.alibi_slopes, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   if (params.lse.present()) FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));
   return Status::Ok();
@@ -208,6 +256,8 @@ Status validate_backward(const BackwardParams& params, AttentionProblem* problem
   const Checker c("flashcore::backward");
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
                                          params.backend, params.kernels, params.num_threads, problem));
+  FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
+                                                params.alibi_slopes, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "dout", params.dout, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));

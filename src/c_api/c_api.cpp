@@ -139,7 +139,11 @@ Status apply_options(const char* function, const flashcore_options& o, Params* p
   params->causal = o.causal != 0;
   params->stream = o.stream;
   params->num_threads = o.num_threads;
-  return Status::Ok();
+  // The C++ validation checks the values, naming window_size, softcap and alibi_slopes.
+  params->window_left = o.window_left;
+  params->window_right = o.window_right;
+  params->softcap = o.softcap;
+  return to_view(function, "alibi_slopes", o.alibi_slopes, &params->alibi_slopes);
 }
 
 Status to_forward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
@@ -194,6 +198,8 @@ void flashcore_options_init(flashcore_options* options) {
   if (options == nullptr) return;
   std::memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
+  options->window_left = -1;
+  options->window_right = -1;
 }
 
 int flashcore_forward(const flashcore_tensor* q, const flashcore_tensor* k, const flashcore_tensor* v,

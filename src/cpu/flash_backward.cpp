@@ -28,6 +28,7 @@
 #include "cpu/key_range.h"
 #include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
+#include "cpu/score_mod.h"
 #include "cpu/tile_gemm.h"
 
 namespace flashcore::cpu {
@@ -51,11 +52,12 @@ struct BackwardScratch {
         dq(kBlockM * head_dim),
         lse_log2(kBlockM),
         delta(kBlockM),
-        visible(kBlockM) {}
+        begin(kBlockM),
+        end(kBlockM) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + dout.size() + k.size() + kt.size() + vt.size() + s.size() + dp.size() +
                             dk.size() + dv.size() + dq.size() + lse_log2.size() + delta.size()) +
-           sizeof(int64_t) * visible.size();
+           sizeof(int64_t) * (begin.size() + end.size());
   }
   std::vector<float> q;         // (kBlockM, head_dim)
   std::vector<float> dout;      // (kBlockM, head_dim)
@@ -69,7 +71,8 @@ struct BackwardScratch {
   std::vector<float> dq;        // (kBlockM, head_dim) accumulator, pass 2
   std::vector<float> lse_log2;  // (kBlockM): the forward's LSE in log2 units
   std::vector<float> delta;     // (kBlockM): rowsum(dO * O)
-  std::vector<int64_t> visible;  // (kBlockM): the key tile's columns each row sees
+  std::vector<int64_t> begin;    // (kBlockM): the key tile's columns [begin, end) each row sees
+  std::vector<int64_t> end;
   bool partly_masked = false;    // some row sees fewer than all of the key tile's columns
   bool query_block_finite = true;  // Q and dO hold no NaN or infinity
 };
@@ -114,11 +117,13 @@ void load_query_block(const BackwardParams& params, Deltas& deltas, int64_t b, i
 }
 
 // With the query block (rows from m0) and key block (cols from n0) loaded: t.s = P, t.dp = dS, and
-// t.visible / t.partly_masked describe the mask.
-void probabilities_and_dscores(const detail::AttentionProblem& p, int64_t m0, int64_t rows, int64_t n0, int64_t cols,
-                               BackwardScratch& t) {
+// t.begin, t.end / t.partly_masked describe the mask. With softcap or ALiBi (`mod`) P comes from the
+// modified score and dS carries the softcap's 1 - tanh².
+void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod& mod, int64_t m0, int64_t rows,
+                               int64_t n0, int64_t cols, BackwardScratch& t) {
   const int64_t head_dim = p.head_dim;
-  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  const KeyRange range(p);
+  const bool score_mod = p.has_score_mod();
   const float scale_log2 = p.softmax_scale * kLog2e;
   std::fill(t.s.begin(), t.s.end(), 0.0f);
   std::fill(t.dp.begin(), t.dp.end(), 0.0f);
@@ -130,14 +135,27 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, int64_t m0, in
     float* dpr = t.dp.data() + r * kBlockN;
     // A row that sees no key has LSE -inf (and its P would be exp2(+inf)): it contributes nothing.
     // (A row that sees keys has a finite or NaN LSE: the forward gives NaN for all -inf scores.)
-    const int64_t visible = t.lse_log2[r] == kNegInf ? 0 : std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols);
-    for (int64_t j = 0; j < visible; ++j) {
-      sr[j] = std::exp2(sr[j] * scale_log2 - t.lse_log2[r]);
-      dpr[j] = sr[j] * (dpr[j] - t.delta[r]);
+    const bool none = t.lse_log2[r] == kNegInf;
+    const int64_t begin = none ? 0 : std::clamp<int64_t>(range.key_begin(m0 + r) - n0, 0, cols);
+    const int64_t end = none ? 0 : std::max(begin, std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols));
+    if (score_mod) {
+      for (int64_t j = begin; j < end; ++j) {
+        float dscore;
+        const float score = mod(sr[j], m0 + r, n0 + j, &dscore);
+        sr[j] = std::exp2(score * kLog2e - t.lse_log2[r]);
+        dpr[j] = sr[j] * (dpr[j] - t.delta[r]) * dscore;
+      }
+    } else {
+      for (int64_t j = begin; j < end; ++j) {
+        sr[j] = std::exp2(sr[j] * scale_log2 - t.lse_log2[r]);
+        dpr[j] = sr[j] * (dpr[j] - t.delta[r]);
+      }
     }
-    for (int64_t j = visible; j < cols; ++j) sr[j] = dpr[j] = 0.0f;
-    t.visible[r] = visible;
-    t.partly_masked |= visible < cols;
+    for (int64_t j = 0; j < begin; ++j) sr[j] = dpr[j] = 0.0f;
+    for (int64_t j = end; j < cols; ++j) sr[j] = dpr[j] = 0.0f;
+    t.begin[r] = begin;
+    t.end[r] = end;
+    t.partly_masked |= begin > 0 || end < cols;
   }
 }
 
@@ -147,23 +165,27 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
                 int64_t n0, BackwardScratch& t) {
   const int64_t head_dim = p.head_dim;
   const int64_t cols = std::min(kBlockN, p.seqlen_k - n0);
-  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  const KeyRange range(p);
   load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
   load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
   std::fill(t.dk.begin(), t.dk.end(), 0.0f);
   std::fill(t.dv.begin(), t.dv.end(), 0.0f);
 
-  const int64_t m_first = range.first_row(n0) / kBlockM * kBlockM;  // earlier rows see none of these keys
+  // Rows before m_first see none of these keys (right of their window), rows from m_end none either
+  // (left of it): those query blocks are never touched.
+  const int64_t m_first = range.first_row(n0) / kBlockM * kBlockM;
+  const int64_t m_end = range.row_end(n0 + cols - 1);
   for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
-    for (int64_t m0 = m_first; m0 < p.seqlen_q; m0 += kBlockM) {
+    const ScoreMod mod(p, b, h);
+    for (int64_t m0 = m_first; m0 < m_end; m0 += kBlockM) {
       const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
       load_query_block<Element>(params, deltas, b, h, m0, rows, t);
-      probabilities_and_dscores(p, m0, rows, n0, cols, t);
+      probabilities_and_dscores(p, mod, m0, rows, n0, cols, t);
       if (t.partly_masked && !t.query_block_finite) {
         gemm_tn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim,
-                            t.visible.data());
+                            t.begin.data(), t.end.data());
         gemm_tn_acc_visible(rows, head_dim, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim,
-                            t.visible.data());
+                            t.begin.data(), t.end.data());
       } else {
         gemm_tn_acc(cols, head_dim, rows, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim);
         gemm_tn_acc(cols, head_dim, rows, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim);
@@ -183,20 +205,21 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
   const int64_t head_dim = p.head_dim;
   const int64_t hk = h / p.group_size();
   const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
-  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  const KeyRange range(p);
+  const ScoreMod mod(p, b, h);
   load_query_block<Element>(params, deltas, b, h, m0, rows, t);
   std::fill(t.dq.begin(), t.dq.end(), 0.0f);
 
   const int64_t key_end = range.key_end(m0 + rows - 1);
-  for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+  for (int64_t n0 = range.key_begin(m0) / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
     load_tile<Element>(params.k, b, hk, n0, cols, t.k.data());
     load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
     load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
-    probabilities_and_dscores(p, m0, rows, n0, cols, t);
+    probabilities_and_dscores(p, mod, m0, rows, n0, cols, t);
     if (t.partly_masked && !all_finite(t.k.data(), cols * head_dim)) {
       gemm_nn_acc_visible(rows, head_dim, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim,
-                          t.visible.data());
+                          t.begin.data(), t.end.data());
     } else {
       gemm_nn_acc(rows, head_dim, cols, t.dp.data(), kBlockN, t.k.data(), head_dim, t.dq.data(), head_dim);
     }

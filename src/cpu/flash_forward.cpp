@@ -21,6 +21,7 @@
 #include "cpu/key_range.h"
 #include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
+#include "cpu/score_mod.h"
 #include "cpu/tile_gemm.h"
 
 namespace flashcore::cpu {
@@ -40,10 +41,11 @@ struct ForwardScratch {
         acc(kBlockM * head_dim),
         row_max(kBlockM),
         row_sum(kBlockM),
-        visible(kBlockM) {}
+        begin(kBlockM),
+        end(kBlockM) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
-           sizeof(int64_t) * visible.size();
+           sizeof(int64_t) * (begin.size() + end.size());
   }
   std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale * log2(e)
   std::vector<float> kt;       // (head_dim, kBlockN)
@@ -52,7 +54,8 @@ struct ForwardScratch {
   std::vector<float> acc;      // (kBlockM, head_dim): unnormalised output
   std::vector<float> row_max;  // (kBlockM): running max of each row's scores, log2 units
   std::vector<float> row_sum;  // (kBlockM): running sum of exp2(score - row_max)
-  std::vector<int64_t> visible;  // (kBlockM): the current key tile's columns each row sees
+  std::vector<int64_t> begin;  // (kBlockM): the current key tile's columns [begin, end) each row sees
+  std::vector<int64_t> end;
 };
 
 // Folds the score tile's rows into the running max and sum, turns the scores into probabilities
@@ -97,34 +100,49 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const int64_t head_dim = p.head_dim;
   const int64_t hk = h / p.group_size();
   const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
-  const KeyRange range{p.seqlen_q, p.seqlen_k, p.causal};
+  const KeyRange range(p);
+  const bool score_mod = p.has_score_mod();
+  const ScoreMod mod(p, b, h);
 
-  // Scores in log2 units: exp2(x - max) then costs one subtraction per score.
+  // Scores in log2 units: exp2(x - max) then costs one subtraction per score. With softcap or
+  // ALiBi the products stay raw and the score options turn them into log2 units.
   load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
-  const float q_scale = p.softmax_scale * kLog2e;
+  const float q_scale = score_mod ? 1.0f : p.softmax_scale * kLog2e;
   for (int64_t e = 0; e < rows * head_dim; ++e) t.q[e] *= q_scale;
   std::fill(t.acc.begin(), t.acc.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
 
-  const int64_t key_end = range.key_end(m0 + rows - 1);  // the block's last row sees the most keys
-  for (int64_t n0 = 0; n0 < key_end; n0 += kBlockN) {
+  // The block's first row sees the earliest key, its last row the last one; key blocks wholly
+  // outside the window are never touched.
+  const int64_t key_end = range.key_end(m0 + rows - 1);
+  for (int64_t n0 = range.key_begin(m0) / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
     load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
     load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
 
     std::fill(t.s.begin(), t.s.end(), 0.0f);
     gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    if (score_mod) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float dscore;
+        float* sr = t.s.data() + r * kBlockN;
+        for (int64_t j = 0; j < cols; ++j) sr[j] = mod(sr[j], m0 + r, n0 + j, &dscore) * kLog2e;
+      }
+    }
     bool partly_masked = false;
-    for (int64_t r = 0; r < rows; ++r) {  // keys past this row's causal limit
-      t.visible[r] = std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols);
-      partly_masked |= t.visible[r] < cols;
-      for (int64_t j = t.visible[r]; j < cols; ++j) t.s[r * kBlockN + j] = kNegInf;
+    for (int64_t r = 0; r < rows; ++r) {  // keys outside this row's window
+      t.begin[r] = std::clamp<int64_t>(range.key_begin(m0 + r) - n0, 0, cols);
+      t.end[r] = std::max(t.begin[r], std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols));
+      partly_masked |= t.begin[r] > 0 || t.end[r] < cols;
+      float* sr = t.s.data() + r * kBlockN;
+      std::fill(sr, sr + t.begin[r], kNegInf);
+      std::fill(sr + t.end[r], sr + cols, kNegInf);
     }
     online_softmax(t, rows, cols, head_dim);
     if (partly_masked && !all_finite(t.v.data(), cols * head_dim)) {
       gemm_nn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim,
-                          t.visible.data());
+                          t.begin.data(), t.end.data());
     } else {
       gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
     }
@@ -134,7 +152,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
     Element* out = row_ptr<Element>(params.out, b, m0 + r, h);
     float out_scale = 1.0f / t.row_sum[r];  // NaN when the row met a NaN or +inf score
     float lse = (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2;
-    if (range.key_end(m0 + r) == 0) {  // FlashAttention's convention for a row that sees no key
+    if (range.sees_none(m0 + r)) {  // FlashAttention's convention for a row that sees no key
       out_scale = 0.0f;
       lse = kNegInf;
       std::fill(t.acc.begin() + r * head_dim, t.acc.begin() + (r + 1) * head_dim, 0.0f);

@@ -21,15 +21,17 @@
 
 namespace flashcore::cpu {
 
-// num_threads: 0 uses every hardware thread. The result does not depend on it.
+// num_threads: 0 uses every hardware thread. The result does not depend on it. alibi_slopes: null
+// (no ALiBi; problem.alibi_slopes is not read here) or (batch, heads_q) contiguous float64 slopes.
 void reference_attention_forward(const detail::AttentionProblem& problem, const double* q, const double* k,
-                                 const double* v, double* out, double* lse, int num_threads);
+                                 const double* v, double* out, double* lse, int num_threads,
+                                 const double* alibi_slopes = nullptr);
 
 // The exact gradient of sum(out * dout) with respect to q, k, v. It recomputes the forward in
 // float64 rather than trusting a given out and lse.
 void reference_attention_backward(const detail::AttentionProblem& problem, const double* q, const double* k,
                                   const double* v, const double* dout, double* dq, double* dk, double* dv,
-                                  int num_threads);
+                                  int num_threads, const double* alibi_slopes = nullptr);
 
 // `problem` must come from validate_forward / validate_backward for these params. Reads q, k, v
 // (and dout) through their views; ignores params.out, params.lse and the backend choice: the

@@ -68,6 +68,20 @@ void scatter_lse(const std::vector<double>& values, const TensorView& lse) {
       for (int64_t i = 0; i < lse.shape[2]; ++i) lse_at(lse, b, h, i) = static_cast<float>(*src++);
 }
 
+// The problem's ALiBi slopes (a host float32 view) as contiguous (batch, heads_q) float64; empty
+// when the problem has none.
+std::vector<double> alibi_slopes_f64(const detail::AttentionProblem& p) {
+  std::vector<double> slopes;
+  if (p.alibi_slopes == nullptr) return slopes;
+  slopes.resize(static_cast<size_t>(p.batch * p.heads_q));
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      slopes[static_cast<size_t>(b * p.heads_q + h)] = p.alibi_slopes[b * p.alibi_batch_stride + h];
+  return slopes;
+}
+
+const double* data_or_null(const std::vector<double>& values) { return values.empty() ? nullptr : values.data(); }
+
 Status out_of_memory(const char* function) {
   return Status::Internal(std::string(function) + ": out of host memory for the float64 reference");
 }
@@ -83,7 +97,9 @@ Status reference_forward_f64(const ForwardParams& params, const detail::Attentio
     const std::vector<double> v = gather(params.v);
     out->assign(q.size(), 0.0);
     lse->assign(static_cast<size_t>(problem.batch * problem.heads_q * problem.seqlen_q), 0.0);
-    reference_attention_forward(problem, q.data(), k.data(), v.data(), out->data(), lse->data(), params.num_threads);
+    const std::vector<double> slopes = alibi_slopes_f64(problem);
+    reference_attention_forward(problem, q.data(), k.data(), v.data(), out->data(), lse->data(), params.num_threads,
+                                data_or_null(slopes));
   } catch (const std::bad_alloc&) {
     return out_of_memory("reference_forward_f64");
   }
@@ -103,8 +119,9 @@ Status reference_backward_f64(const BackwardParams& params, const detail::Attent
     dq->assign(q.size(), 0.0);
     dk->assign(k.size(), 0.0);
     dv->assign(v.size(), 0.0);
+    const std::vector<double> slopes = alibi_slopes_f64(problem);
     reference_attention_backward(problem, q.data(), k.data(), v.data(), dout.data(), dq->data(), dk->data(), dv->data(),
-                                 params.num_threads);
+                                 params.num_threads, data_or_null(slopes));
   } catch (const std::bad_alloc&) {
     return out_of_memory("reference_backward_f64");
   }

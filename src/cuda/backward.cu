@@ -83,7 +83,7 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& p)
       kFn, device,
       {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"dout", &params.dout},
        {"lse", &params.lse}, {"dq", &params.dq}, {"dk", &params.dk}, {"dv", &params.dv},
-       {"workspace", &workspace_view}}));
+       {"workspace", &workspace_view}, {"alibi_slopes", &params.alibi_slopes}}));
   bool staged = false;
   const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const BwdKernel* kernel = nullptr;

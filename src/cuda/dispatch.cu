@@ -16,20 +16,20 @@ namespace flashcore::cuda {
 namespace {
 
 constexpr FwdKernel kFwdKernels[] = {
-#define FLASHCORE_FWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim) \
-  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, &ns::run_fwd<element, head_dim>},
+#define FLASHCORE_FWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options) \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_fwd<element, head_dim>},
 #include "fwd_kernels.inc"
 #undef FLASHCORE_FWD_KERNEL
-    {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, nullptr},  // sentinel: keeps the array non-empty
+    {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr},  // sentinel: keeps the array non-empty
 };
 
 constexpr BwdKernel kBwdKernels[] = {
-#define FLASHCORE_BWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim)                   \
-  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, &ns::run_bwd<element, head_dim>, \
+#define FLASHCORE_BWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options)                   \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_bwd<element, head_dim>, \
    &ns::plan_bwd_workspace},
 #include "bwd_kernels.inc"
 #undef FLASHCORE_BWD_KERNEL
-    {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, nullptr, nullptr},
+    {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr, nullptr},
 };
 
 std::string cc_name(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
@@ -69,6 +69,20 @@ Status check_kernel_limits(const char* function, const detail::AttentionProblem&
   return Status::Ok();
 }
 
+// The options in `bits`, by their API names.
+std::string option_names(unsigned bits) {
+  std::string names;
+  const auto add = [&](unsigned bit, const char* name) {
+    if ((bits & bit) == 0) return;
+    names += names.empty() ? "" : ", ";
+    names += name;
+  };
+  add(KernelOption::kWindow, "window_size (a sliding window)");
+  add(KernelOption::kSoftcap, "softcap");
+  add(KernelOption::kAlibi, "alibi_slopes");
+  return names;
+}
+
 // The row serving `p` on `device`: of the requested family (or, for kAuto, the newest family that
 // serves it), the smallest head dim that covers p.head_dim.
 template <class Kernel, std::size_t N>
@@ -78,13 +92,19 @@ Status select_kernel(const char* function, const Kernel (&table)[N], const detai
   KernelFamily family = KernelFamily::kAuto;
   if (Status s = resolve_family(function, requested, &family); !s.ok()) return s;
   if (Status s = check_kernel_limits(function, p); !s.ok()) return s;
+  const unsigned needed = problem_options(p);
   bool family_serves_device = false;
+  unsigned missing_options = 0;  // of rows that would serve but for their options
   for (const Kernel& k : table) {
     if (k.launch == nullptr) continue;
     if (family != KernelFamily::kAuto && k.family != family) continue;
     if (device.compute_capability < k.min_cc || device.compute_capability > k.max_cc) continue;
     family_serves_device = true;
     if (k.dtype != p.dtype || k.head_dim < p.head_dim) continue;
+    if ((k.options & needed) != needed) {
+      missing_options |= needed & ~k.options;
+      continue;
+    }
     const Kernel* best = *kernel;
     const bool better = best == nullptr || static_cast<int>(k.family) > static_cast<int>(best->family) ||
                         (k.family == best->family && k.head_dim < best->head_dim);
@@ -99,9 +119,17 @@ Status select_kernel(const char* function, const Kernel (&table)[N], const detai
                                   " kernels for compute capability " + cc_name(device.compute_capability) +
                                   (family == KernelFamily::kSm90 ? " (sm90 kernels run on compute capability 9.0 only)" : ""));
     }
+    if (missing_options != 0) {
+      return Status::NotSupported(fn + ": kernels: the " + name + " family does not support " +
+                                  option_names(missing_options) + " (use kernels=auto, which falls back to a family that does)");
+    }
     return Status::NotSupported(fn + ": kernels: the " + name + " family has no kernel for dtype " +
                                 dtype_name(p.dtype) + " and head_dim " + std::to_string(p.head_dim) +
                                 " in this build (use kernels=auto, or see FLASHCORE_DTYPES / FLASHCORE_HEAD_DIMS)");
+  }
+  if (missing_options != 0) {
+    return Status::NotSupported(fn + ": no CUDA kernel in this build supports " + option_names(missing_options) +
+                                " for dtype " + dtype_name(p.dtype) + " and head_dim " + std::to_string(p.head_dim));
   }
   return Status::NotSupported(fn + ": no CUDA kernel for dtype " + dtype_name(p.dtype) + " and head_dim " +
                               std::to_string(p.head_dim) + " on compute capability " +
@@ -121,6 +149,14 @@ Status select_backward_kernel(const char* function, const detail::AttentionProbl
   return select_kernel(function, kBwdKernels, p, requested, device, kernel);
 }
 
+unsigned problem_options(const detail::AttentionProblem& p) {
+  unsigned options = KernelOption::kNone;
+  if (p.has_window()) options |= KernelOption::kWindow;
+  if (p.softcap > 0.0f) options |= KernelOption::kSoftcap;
+  if (p.alibi_slopes != nullptr) options |= KernelOption::kAlibi;
+  return options;
+}
+
 ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo& device) {
   constexpr double kLog2e = 1.4426950408889634;
   ProblemParams pp;
@@ -134,6 +170,14 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.softmax_scale = p.softmax_scale;
   pp.scale_log2 = static_cast<float>(p.softmax_scale * kLog2e);
   pp.causal = p.causal;
+  pp.window_left = static_cast<int>(p.window_left);
+  pp.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
+  pp.has_score_mod = p.has_score_mod();
+  pp.softcap = p.softcap;
+  pp.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
+  pp.softcap_inv_sq = p.softcap > 0.0f ? 1.0f / (p.softcap * p.softcap) : 0.0f;
+  pp.alibi_slopes = p.alibi_slopes;
+  pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.device = device;
   return pp;
 }

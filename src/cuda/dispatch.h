@@ -21,11 +21,24 @@ using BwdLauncher = Status (*)(const BwdParams& params, cudaStream_t stream);
 // are set; the workspace pointers are not).
 using BwdWorkspacePlanner = BwdWorkspace (*)(const BwdParams& params, int kernel_head_dim);
 
+// Attention options a kernel row serves, as bits (generate.py's "options" of its family). A problem
+// needs the options problem_options() names; rows lacking one are passed over.
+namespace KernelOption {
+inline constexpr unsigned kNone = 0;
+inline constexpr unsigned kWindow = 1u << 0;   // window_left / window_right
+inline constexpr unsigned kSoftcap = 1u << 1;  // softcap > 0
+inline constexpr unsigned kAlibi = 1u << 2;    // alibi_slopes
+}  // namespace KernelOption
+
+// The options problem `p` needs of a kernel.
+unsigned problem_options(const detail::AttentionProblem& p);
+
 struct FwdKernel {
   KernelFamily family;
   int min_cc, max_cc;  // compute capabilities served, major * 10 + minor, inclusive
   DType dtype;
   int head_dim;  // serves any head_dim up to this one (a multiple of 8), extra columns masked
+  unsigned options;  // KernelOption bits
   FwdLauncher launch;
 };
 
@@ -34,6 +47,7 @@ struct BwdKernel {
   int min_cc, max_cc;
   DType dtype;
   int head_dim;
+  unsigned options;
   BwdLauncher launch;
   BwdWorkspacePlanner workspace;
 };

@@ -41,7 +41,8 @@ Status forward(const ForwardParams& params, const detail::AttentionProblem& p) {
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFn, &device));
   FLASHCORE_RETURN_IF_ERROR(check_device_pointers(
-      kFn, device, {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"lse", &params.lse}}));
+      kFn, device, {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"lse", &params.lse},
+           {"alibi_slopes", &params.alibi_slopes}}));
   bool staged = false;
   const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const FwdKernel* kernel = nullptr;

@@ -44,6 +44,17 @@ struct ProblemParams {
   float softmax_scale = 0;   // for the natural-log LSE
   float scale_log2 = 0;      // softmax_scale * log2(e): scores go through exp2 with one FFMA
   bool causal = false;       // bottom-right aligned (common/mask.h)
+  // Sliding window (common/mask.h): -1 = unbounded; window_right is 0 whenever causal. Values are
+  // below seqlen_k / seqlen_q (the validation turns larger ones into -1).
+  int window_left = -1;
+  int window_right = -1;
+  // Score options (common/score_mod.h); a family runs them only with its score-mod kernels.
+  bool has_score_mod = false;  // softcap > 0 or alibi_slopes
+  float softcap = 0;           // 0: off
+  float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)
+  float softcap_inv_sq = 0;    // 1 / softcap², 0 without softcap (the backward's 1 - tanh²)
+  const float* alibi_slopes = nullptr;  // slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; null: off
+  std::int64_t alibi_batch_stride = 0;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks
 };
 

@@ -12,7 +12,8 @@ string(JSON type ERROR_VARIABLE json_error TYPE "${out}")
 if(json_error OR NOT type STREQUAL "OBJECT")
   message(FATAL_ERROR "flashcore ${ARGS}: stdout is not one JSON object (${json_error}):\n${out}")
 endif()
-foreach(key IN ITEMS impl device dtype batch heads heads_kv seqlen_q seqlen_k head_dim causal backward deterministic ms ms_p90
+foreach(key IN ITEMS impl device dtype batch heads heads_kv seqlen_q seqlen_k head_dim causal window_left window_right
+                     softcap alibi backward deterministic ms ms_p90
                      ms_forward tflops check extra_memory_bytes standard_attention_bytes)
   string(JSON value ERROR_VARIABLE key_error GET "${out}" ${key})
   if(key_error)

@@ -76,6 +76,29 @@ AttentionTensors::AttentionTensors(const AttentionShape& s, DType type, Layout l
   poison_backward_outputs();
 }
 
+std::vector<float> random_alibi_slopes(std::int64_t count, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(0.0f, 0.3f);
+  std::vector<float> slopes(static_cast<size_t>(count));
+  for (float& slope : slopes) slope = uniform(rng);
+  return slopes;
+}
+
+std::string options_name(const ScoreOptions& o) {
+  std::ostringstream out;
+  if (o.window_left >= 0 || o.window_right >= 0) out << "_window" << o.window_left << "_" << o.window_right;
+  if (o.softcap > 0.0f) out << "_softcap" << o.softcap;
+  if (!o.alibi_slopes.empty()) out << (o.alibi_per_batch ? "_alibi_per_batch" : "_alibi");
+  return out.str();
+}
+
+TensorView AttentionTensors::alibi_view() const {
+  if (options.alibi_slopes.empty()) return TensorView{};
+  void* data = const_cast<float*>(options.alibi_slopes.data());
+  return options.alibi_per_batch ? make_view(data, DType::kFloat32, Device::kCPU, {shape.batch, shape.heads_q})
+                                 : make_view(data, DType::kFloat32, Device::kCPU, {shape.heads_q});
+}
+
 ForwardParams AttentionTensors::forward_params(Backend backend) const {
   ForwardParams p;
   p.q = q.view();
@@ -86,6 +109,10 @@ ForwardParams AttentionTensors::forward_params(Backend backend) const {
   p.softmax_scale = softmax_scale;
   p.causal = shape.causal;
   p.backend = backend;
+  p.window_left = options.window_left;
+  p.window_right = options.window_right;
+  p.softcap = options.softcap;
+  p.alibi_slopes = alibi_view();
   return p;
 }
 
@@ -103,6 +130,10 @@ BackwardParams AttentionTensors::backward_params(Backend backend) const {
   p.softmax_scale = softmax_scale;
   p.causal = shape.causal;
   p.backend = backend;
+  p.window_left = options.window_left;
+  p.window_right = options.window_right;
+  p.softcap = options.softcap;
+  p.alibi_slopes = alibi_view();
   return p;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/host_tensor.h"
 #include "flashcore/attention.h"
@@ -31,6 +32,19 @@ enum class Layout {
                 // by 8 (aligned).
 };
 
+// The score options of a problem (attention.h): window, softcap, ALiBi slopes.
+struct ScoreOptions {
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  float softcap = 0.0f;
+  std::vector<float> alibi_slopes;  // empty: none; (heads_q) values, or (batch, heads_q) when per_batch
+  bool alibi_per_batch = false;
+};
+
+// Random ALiBi slopes as flash_attn's tests draw them: uniform in [0, 0.3).
+std::vector<float> random_alibi_slopes(std::int64_t count, std::uint64_t seed);
+std::string options_name(const ScoreOptions& options);
+
 const char* layout_name(Layout layout);
 std::string shape_name(const AttentionShape& shape);
 
@@ -52,6 +66,10 @@ struct AttentionTensors {
   HostTensor dq, dk, dv;            // backward outputs
   bool outputs_own_storage = true;  // false when dq, dk, dv share one packed buffer
   std::optional<float> softmax_scale;
+  ScoreOptions options;  // applied by forward_params / backward_params (alibi: a host view)
+
+  // The host view of options.alibi_slopes (absent when there are none).
+  TensorView alibi_view() const;
 };
 
 }  // namespace flashcore::testing

@@ -86,6 +86,19 @@ DeviceAttentionTensors::DeviceAttentionTensors(const AttentionTensors& host)
   k.upload(host.k);
   v.upload(host.v);
   dout.upload(host.dout);
+  const TensorView slopes = host.alibi_view();
+  if (slopes.present()) {
+    const std::size_t bytes = static_cast<std::size_t>(slopes.numel()) * sizeof(float);
+    check(cudaMalloc(&alibi_, bytes), "alibi_slopes allocation");
+    check(cudaMemcpy(alibi_, slopes.data, bytes, cudaMemcpyHostToDevice), "alibi_slopes upload");
+    alibi_view_ = slopes;
+    alibi_view_.data = alibi_;
+    alibi_view_.device = Device::kCUDA;
+  }
+}
+
+DeviceAttentionTensors::~DeviceAttentionTensors() {
+  if (alibi_ != nullptr) cudaFree(alibi_);
 }
 
 ForwardParams DeviceAttentionTensors::forward_params() const {
@@ -95,6 +108,7 @@ ForwardParams DeviceAttentionTensors::forward_params() const {
   p.v = v.view();
   p.out = out.view();
   p.lse = lse.view();
+  p.alibi_slopes = alibi_view_;
   return p;
 }
 
@@ -109,6 +123,7 @@ BackwardParams DeviceAttentionTensors::backward_params() const {
   p.dq = dq.view();
   p.dk = dk.view();
   p.dv = dv.view();
+  p.alibi_slopes = alibi_view_;
   return p;
 }
 

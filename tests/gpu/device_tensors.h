@@ -43,6 +43,9 @@ class DeviceMirror {
 // params are the host tensors' params (causal, scale) with every view moved to the device.
 struct DeviceAttentionTensors {
   explicit DeviceAttentionTensors(const AttentionTensors& host);
+  ~DeviceAttentionTensors();
+  DeviceAttentionTensors(const DeviceAttentionTensors&) = delete;
+  DeviceAttentionTensors& operator=(const DeviceAttentionTensors&) = delete;
   ForwardParams forward_params() const;
   BackwardParams backward_params() const;
   void poison_outputs();
@@ -54,6 +57,8 @@ struct DeviceAttentionTensors {
  private:
   ForwardParams host_forward_;
   BackwardParams host_backward_;
+  void* alibi_ = nullptr;  // device copy of the host's ALiBi slopes, if any
+  TensorView alibi_view_;
 };
 
 }  // namespace flashcore::testing

@@ -55,7 +55,7 @@ void finish(TensorCheck* c, double bound) {
   c->passed = c->nonfinite == 0 && c->max_abs_error <= bound;
 }
 
-ReferenceProblem reference_problem(const Shape& s) {
+ReferenceProblem reference_problem(const Shape& s, const HostInputs& in) {
   ReferenceProblem p;
   p.batch = s.batch;
   p.seqlen_q = s.seqlen_q;
@@ -65,13 +65,20 @@ ReferenceProblem reference_problem(const Shape& s) {
   p.head_dim = s.head_dim;
   p.causal = s.causal;
   p.softmax_scale = softmax_scale(s);
+  p.window_left = s.window_left;
+  p.window_right = s.window_right;
+  p.softcap = static_cast<double>(static_cast<float>(s.softcap));  // the float the library is given
+  if (!in.alibi_slopes.empty()) {
+    p.alibi_slopes = in.alibi_slopes.data();
+    p.alibi_slopes_per_batch = true;
+  }
   return p;
 }
 
 }  // namespace
 
 Status reference_outputs(const Shape& shape, const HostInputs& in, int threads, HostOutputs* ref) {
-  const ReferenceProblem p = reference_problem(shape);
+  const ReferenceProblem p = reference_problem(shape, in);
   ref->out.resize(in.q.size());
   ref->lse.resize(static_cast<std::size_t>(shape.lse_elements()));
   FLASHCORE_RETURN_IF_ERROR(reference_forward(p, in.q.data(), in.k.data(), in.v.data(), ref->out.data(),

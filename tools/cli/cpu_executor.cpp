@@ -20,6 +20,7 @@ class CpuExecutor final : public Executor {
     v_ = encode(job.inputs->v, job.dtype);
     out_.resize(q_.size());
     lse_.resize(static_cast<std::size_t>(s.lse_elements()));
+    alibi_.assign(job.inputs->alibi_slopes.begin(), job.inputs->alibi_slopes.end());
     if (job.backward) {
       dout_ = encode(job.inputs->dout, job.dtype);
       dq_.resize(q_.size());
@@ -42,7 +43,19 @@ class CpuExecutor final : public Executor {
     p.causal = job_.shape.causal;
     p.backend = backend_;
     p.num_threads = job_.threads;
+    set_score_options(&p);
     return p;
+  }
+
+  // --window, --softcap, --alibi onto forward or backward params.
+  template <class Params>
+  void set_score_options(Params* p) {
+    p->window_left = job_.shape.window_left;
+    p->window_right = job_.shape.window_right;
+    p->softcap = static_cast<float>(job_.shape.softcap);
+    if (!alibi_.empty()) {
+      p->alibi_slopes = make_view(alibi_.data(), DType::kFloat32, Device::kCPU, {job_.shape.batch, job_.shape.heads_q});
+    }
   }
 
   BackwardParams backward_params() {
@@ -61,6 +74,7 @@ class CpuExecutor final : public Executor {
     p.deterministic = job_.deterministic;
     p.backend = backend_;
     p.num_threads = job_.threads;
+    set_score_options(&p);
     return p;
   }
 
@@ -131,6 +145,7 @@ class CpuExecutor final : public Executor {
   Job job_;
   std::vector<std::byte> q_, k_, v_, dout_, out_, dq_, dk_, dv_;
   std::vector<float> lse_;
+  std::vector<float> alibi_;  // (batch, heads_q) slopes; empty without --alibi
   Clock::time_point start_;
   Clock::time_point forward_end_;
 };

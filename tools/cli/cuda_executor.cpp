@@ -13,6 +13,9 @@ class CudaExecutor final : public CudaExecutorBase {
   // Buffers first; then the backward's workspace, whose size depends on the views.
   Status prepare() {
     FLASHCORE_RETURN_IF_ERROR(init());
+    if (!job_.inputs->alibi_slopes.empty()) {
+      FLASHCORE_RETURN_IF_ERROR(alibi_.upload(encode(job_.inputs->alibi_slopes, DType::kFloat32), "alibi_slopes"));
+    }
     if (!job_.backward) return Status::Ok();
     std::size_t bytes = 0;
     FLASHCORE_RETURN_IF_ERROR(backward_workspace_size(backward_params(), &bytes));
@@ -42,7 +45,19 @@ class CudaExecutor final : public CudaExecutorBase {
     p.causal = job_.shape.causal;
     p.backend = Backend::kCuda;
     p.kernels = job_.kernels;
+    set_score_options(&p);
     return p;
+  }
+
+  // --window, --softcap, --alibi onto forward or backward params.
+  template <class Params>
+  void set_score_options(Params* p) const {
+    p->window_left = job_.shape.window_left;
+    p->window_right = job_.shape.window_right;
+    p->softcap = static_cast<float>(job_.shape.softcap);
+    if (alibi_.data() != nullptr) {
+      p->alibi_slopes = make_view(alibi_.data(), DType::kFloat32, Device::kCUDA, {job_.shape.batch, job_.shape.heads_q});
+    }
   }
 
  public:
@@ -67,6 +82,7 @@ class CudaExecutor final : public CudaExecutorBase {
     p.kernels = job_.kernels;
     p.workspace = workspace_.data();
     p.workspace_bytes = workspace_.bytes();
+    set_score_options(&p);
     return p;
   }
 
@@ -84,6 +100,7 @@ class CudaExecutor final : public CudaExecutorBase {
   }
 
   DeviceBuffer workspace_;
+  DeviceBuffer alibi_;  // (batch, heads_q) float32 slopes, with --alibi
 };
 
 }  // namespace

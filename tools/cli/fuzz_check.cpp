@@ -162,6 +162,19 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   for (FuzzTensor* t : {&q, &k, &v, &out, &lse}) {
     if (call_failed(t->to_device(memory), "copy to the device", &result)) return result;
   }
+  // ALiBi slopes: contiguous float32 (batch, heads_q), stored as a (1, batch, heads_q) tensor.
+  FuzzTensor slopes(DType::kFloat32, TensorLayout{}, {1, s.batch, s.heads_q});
+  TensorView slopes_view;
+  if (s.alibi) {
+    slopes.set_values(inputs.alibi_slopes);
+    if (call_failed(slopes.to_device(memory), "copy to the device", &result)) return result;
+    slopes_view = slopes.view(device);
+    slopes_view.rank = 2;
+    slopes_view.shape[0] = s.batch;
+    slopes_view.shape[1] = s.heads_q;
+    slopes_view.stride[0] = s.heads_q;
+    slopes_view.stride[1] = 1;
+  }
 
   ForwardParams fwd;
   fwd.q = q.view(device);
@@ -174,6 +187,10 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   fwd.backend = device == Device::kCPU ? Backend::kCpu : Backend::kCuda;
   fwd.kernels = target.kernels;
   fwd.num_threads = target.threads;
+  fwd.window_left = s.window_left;
+  fwd.window_right = s.window_right;
+  fwd.softcap = static_cast<float>(s.softcap);
+  fwd.alibi_slopes = slopes_view;
   if (call_failed(forward(fwd), "forward", &result)) return result;
   if (call_failed(memory.synchronize(), "forward", &result)) return result;
   for (FuzzTensor* t : {&out, &lse}) {
@@ -189,6 +206,13 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   p.head_dim = s.head_dim;
   p.softmax_scale = *fwd.softmax_scale;
   p.causal = s.causal;
+  p.window_left = s.window_left;
+  p.window_right = s.window_right;
+  p.softcap = fwd.softcap;  // the float the library was given
+  if (s.alibi) {
+    p.alibi_slopes = inputs.alibi_slopes.data();
+    p.alibi_slopes_per_batch = true;
+  }
   std::vector<double> ref_out(inputs.q.size()), ref_lse(static_cast<size_t>(s.lse_elements()));
   if (call_failed(reference_forward(p, inputs.q.data(), inputs.k.data(), inputs.v.data(), ref_out.data(),
                                     ref_lse.data(), target.threads),
@@ -225,6 +249,10 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   bwd.backend = fwd.backend;
   bwd.kernels = target.kernels;
   bwd.num_threads = target.threads;
+  bwd.window_left = fwd.window_left;
+  bwd.window_right = fwd.window_right;
+  bwd.softcap = fwd.softcap;
+  bwd.alibi_slopes = fwd.alibi_slopes;
   bwd.deterministic = problem.deterministic;
   if (call_failed(backward(bwd), "backward", &result)) return result;
   if (call_failed(memory.synchronize(), "backward", &result)) return result;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -155,6 +156,18 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   p.input_seed = r.next() >> 16;  // fits the run command's --seed in any integer parser
   p.deterministic = p.backward && r.chance(0.3);  // drawn last: earlier draws keep their values
   fit_to_cap(&s, limits.max_elements);
+  // Score options, drawn last so the fields above stay what a seed drew before they existed: a
+  // sliding window (narrow ones most, so whole tiles are skipped), softcap, ALiBi.
+  if (r.chance(0.3)) {
+    const auto bound = [&](std::int64_t seqlen) {
+      const std::int64_t pick = r.uniform(0, 9);
+      return pick < 3 ? -1 : pick < 7 ? r.uniform(0, 32) : r.uniform(0, seqlen);
+    };
+    s.window_left = bound(s.seqlen_k);
+    s.window_right = s.causal ? -1 : bound(s.seqlen_q);
+  }
+  if (r.chance(0.2)) s.softcap = static_cast<double>(r.uniform(1, 500)) / 10.0;  // 0.1 .. 50
+  s.alibi = r.chance(0.2);
   return p;
 }
 
@@ -166,6 +179,10 @@ std::string problem_spec(const FuzzProblem& p) {
       << ",dtype=" << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << ",causal=" << (s.causal ? 1 : 0)
       << ",backward=" << (p.backward ? 1 : 0) << ",deterministic=" << (p.deterministic ? 1 : 0)
       << ",inputs=" << layout_name(p.inputs) << ",outputs=" << layout_name(p.outputs) << ",seed=" << p.input_seed;
+  // Score options only when set, so a spec written before they existed still reads the same.
+  if (s.window_left >= 0 || s.window_right >= 0) out << ",window=" << s.window_left << ":" << s.window_right;
+  if (s.softcap > 0.0) out << ",softcap=" << s.softcap;
+  if (s.alibi) out << ",alibi=1";
   return out.str();
 }
 
@@ -225,6 +242,35 @@ std::string parse_problem_spec(const std::string& spec, FuzzProblem* problem) {
     return "--problem: seed: expected an unsigned integer, got '" + seed + "'";
   }
   for (const char* known : {"dtype", "inputs", "outputs", "seed"}) fields.erase(known);
+  if (const auto it = fields.find("window"); it != fields.end()) {
+    const std::string& w = it->second;
+    const std::size_t colon = w.find(':');
+    const char* end = w.data() + w.size();
+    std::from_chars_result left{}, right{};
+    if (colon != std::string::npos) {
+      left = std::from_chars(w.data(), w.data() + colon, s.window_left);
+      right = std::from_chars(w.data() + colon + 1, end, s.window_right);
+    }
+    if (colon == std::string::npos || left.ec != std::errc() || left.ptr != w.data() + colon ||
+        right.ec != std::errc() || right.ptr != end || s.window_left < -1 || s.window_right < -1) {
+      return "--problem: window: expected L:R with each -1 or at least 0, got '" + w + "'";
+    }
+    fields.erase(it);
+  }
+  if (const auto it = fields.find("softcap"); it != fields.end()) {
+    char* end = nullptr;
+    s.softcap = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || end != it->second.c_str() + it->second.size() || !std::isfinite(s.softcap) ||
+        s.softcap < 0.0) {
+      return "--problem: softcap: expected a finite number >= 0, got '" + it->second + "'";
+    }
+    fields.erase(it);
+  }
+  if (const auto it = fields.find("alibi"); it != fields.end()) {
+    if (it->second != "0" && it->second != "1") return "--problem: alibi: expected 0 or 1, got '" + it->second + "'";
+    s.alibi = it->second == "1";
+    fields.erase(it);
+  }
   if (!fields.empty()) return "--problem: unknown field '" + fields.begin()->first + "'";
   *problem = p;
   return "";
@@ -237,6 +283,9 @@ std::string describe(const FuzzProblem& p) {
       << " d" << s.head_dim << " " << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " causal" : "")
       << (p.backward ? " fwd+bwd" : " fwd") << (p.deterministic ? " deterministic" : "")
       << " in=" << layout_name(p.inputs) << " out=" << layout_name(p.outputs);
+  if (s.window_left >= 0 || s.window_right >= 0) out << " window=" << s.window_left << "," << s.window_right;
+  if (s.softcap > 0.0) out << " softcap=" << s.softcap;
+  if (s.alibi) out << " alibi";
   return out.str();
 }
 
@@ -247,7 +296,11 @@ std::string run_flags(const FuzzProblem& p) {
       << s.heads_q << " --heads-kv " << s.heads_kv << " --head-dim " << s.head_dim << " --dtype "
       << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " --causal" : "")
       << (p.backward ? " --backward" : "") << (p.deterministic ? " --deterministic" : "") << " --seed "
-      << p.input_seed << " --repeats 0 --warmup 0 --check";
+      << p.input_seed;
+  if (s.window_left >= 0 || s.window_right >= 0) out << " --window " << s.window_left << "," << s.window_right;
+  if (s.softcap > 0.0) out << " --softcap " << s.softcap;
+  if (s.alibi) out << " --alibi";
+  out << " --repeats 0 --warmup 0 --check";
   return out.str();
 }
 
@@ -293,6 +346,11 @@ std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
     });
   }
   if (s.causal) with([](FuzzProblem& c) { c.shape.causal = false; });
+  if (s.window_left >= 0 || s.window_right >= 0) {
+    with([](FuzzProblem& c) { c.shape.window_left = c.shape.window_right = -1; });
+  }
+  if (s.softcap > 0.0) with([](FuzzProblem& c) { c.shape.softcap = 0.0; });
+  if (s.alibi) with([](FuzzProblem& c) { c.shape.alibi = false; });
   if (p.inputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.inputs = TensorLayout{}; });
   if (p.outputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.outputs = TensorLayout{}; });
   return out;

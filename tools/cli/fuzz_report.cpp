@@ -55,6 +55,9 @@ void FuzzCoverage::add(const FuzzProblem& p) {
   count("seqlen_above_1024", s.seqlen_q > 1024 || s.seqlen_k > 1024);
   count("head_dim_not_multiple_of_8", s.head_dim % 8 != 0);
   count("causal_rows_without_keys", s.causal && s.seqlen_q > s.seqlen_k);
+  count("window", s.has_window());
+  count("softcap", s.softcap > 0.0);
+  count("alibi", s.alibi);
 }
 
 std::string fuzz_reproduce_line(const FuzzSummary& summary, const FuzzProblem& problem) {

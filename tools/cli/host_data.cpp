@@ -48,6 +48,12 @@ HostInputs make_inputs(const Shape& shape, DType dtype, bool backward, std::uint
   in.k = random_tensor(shape.kv_elements(), dtype, seed, 2);
   in.v = random_tensor(shape.kv_elements(), dtype, seed, 3);
   if (backward) in.dout = random_tensor(shape.q_elements(), dtype, seed, 4);
+  if (shape.alibi) {
+    std::mt19937_64 rng(seed ^ 0xa11b1u);
+    std::uniform_real_distribution<float> uniform(0.0f, 0.3f);
+    in.alibi_slopes.resize(static_cast<std::size_t>(shape.batch * shape.heads_q));
+    for (double& slope : in.alibi_slopes) slope = uniform(rng);
+  }
   return in;
 }
 

@@ -20,6 +20,14 @@ struct Shape {
   std::int64_t heads_kv = 0;
   std::int64_t head_dim = 0;
   bool causal = false;
+  // Score options (flashcore/attention.h): --window, --softcap, --alibi.
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+  double softcap = 0.0;
+  bool alibi = false;  // random (batch, heads_q) slopes in HostInputs::alibi_slopes
+
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  bool has_score_options() const { return has_window() || softcap > 0.0 || alibi; }
 
   std::int64_t q_elements() const { return batch * seqlen_q * heads_q * head_dim; }   // q, out, dout, dq
   std::int64_t kv_elements() const { return batch * seqlen_k * heads_kv * head_dim; }  // k, v, dk, dv
@@ -31,6 +39,9 @@ struct HostInputs {
   std::vector<double> k;     // (batch, seqlen_k, heads_kv, head_dim)
   std::vector<double> v;     // (batch, seqlen_k, heads_kv, head_dim)
   std::vector<double> dout;  // (batch, seqlen_q, heads_q, head_dim); empty unless backward
+  // (batch, heads_q) float32 values as flash_attn's tests draw them (uniform in [0, 0.3)); empty
+  // unless shape.alibi.
+  std::vector<double> alibi_slopes;
 };
 
 // The outputs of one run, widened to double for the check.

@@ -2,6 +2,8 @@
 // rather than a library error later.
 #include "options.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string_view>
 
@@ -18,7 +20,33 @@ namespace {
 constexpr std::int64_t kMaxExtent = std::int64_t{1} << 24;
 constexpr double kMaxTensorElements = 68719476736.0;  // 2^36
 
+// --window L,R: two integers, each -1 (unbounded) or at least 0.
+bool parse_window(std::string_view value, Options* o, std::string* error) {
+  const std::size_t comma = value.find(',');
+  if (comma == std::string_view::npos) {
+    *error = "--window: expected L,R (e.g. 256,0; -1 = unbounded), got '" + std::string(value) + "'";
+    return false;
+  }
+  return parse_int<std::int64_t>("--window (left)", value.substr(0, comma), -1, kMaxExtent, &o->window_left, error) &&
+         parse_int<std::int64_t>("--window (right)", value.substr(comma + 1), -1, kMaxExtent, &o->window_right,
+                                 error);
+}
+
+bool parse_softcap(std::string_view value, Options* o, std::string* error) {
+  const std::string text(value);
+  char* end = nullptr;
+  const double parsed = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(parsed) || parsed < 0.0) {
+    *error = "--softcap: expected a finite number >= 0 (0 = off), got '" + text + "'";
+    return false;
+  }
+  o->softcap = parsed;
+  return true;
+}
+
 bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::string* error) {
+  if (flag == "--window") return parse_window(value, o, error);
+  if (flag == "--softcap") return parse_softcap(value, o, error);
   if (flag == "--batch") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
   if (flag == "--seqlen") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_q, error);
   if (flag == "--seqlen-k") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_k, error);
@@ -54,7 +82,8 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
 
 bool takes_value(std::string_view flag) {
   for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
-                            "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads"}) {
+                            "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads",
+                            "--window", "--softcap"}) {
     if (flag == known) return true;
   }
   return false;
@@ -64,6 +93,7 @@ bool takes_value(std::string_view flag) {
 bool parse_switch(std::string_view flag, Options* o) {
   bool* target = nullptr;
   if (flag == "--causal") target = &o->causal;
+  if (flag == "--alibi") target = &o->alibi;
   if (flag == "--backward") target = &o->backward;
   if (flag == "--deterministic") target = &o->deterministic;
   if (flag == "--check") target = &o->check;
@@ -149,6 +179,7 @@ std::string usage() {
       "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
       "                     [--deterministic] [--kernels auto|sm80|sm90] [--impl " + impls + "]\n"
+      "                     [--window L,R] [--softcap X] [--alibi]\n"
       "                     [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
       "  Runs attention on seeded random Q, K, V (B, S, H, D layout) and prints the median and p90 time\n"
@@ -160,6 +191,11 @@ std::string usage() {
       "  --deterministic  with --backward: bit-identical gradients run after run (CUDA: one dQ\n"
       "              accumulator slice per key-block column, summed in a fixed order; the CPU\n"
       "              backend always is)\n"
+      "  --window    sliding window (left, right), -1 = unbounded: query i sees keys j with\n"
+      "              i + Sk - Sq - L <= j <= i + Sk - Sq + R (--causal sets R to 0); TFLOP/s then\n"
+      "              count the visible scores only\n"
+      "  --softcap   scores become X * tanh(score / X) (Gemma 2's logit softcap)\n"
+      "  --alibi     ALiBi with random (batch, heads) slopes in [0, 0.3), as flash_attn's tests\n"
       "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
       "  --kernels   CUDA: the GPU kernel family; auto (default) takes sm90 on an H100/H200 where it\n"
       "              serves the head dim, else sm80; sm80 or sm90 forces one (FLASHCORE_KERNELS too)\n"

@@ -20,6 +20,10 @@ struct Options {
   std::int64_t head_dim = 64;
   DType dtype = DType::kFloat16;
   bool causal = false;
+  std::int64_t window_left = -1;  // --window L,R (-1: unbounded)
+  std::int64_t window_right = -1;
+  double softcap = 0.0;  // --softcap X (0: off)
+  bool alibi = false;    // --alibi: random slopes, as flash_attn's tests draw them
   bool backward = false;
   bool deterministic = false;  // backward: bit-identical gradients run after run
   DeviceChoice device = DeviceChoice::kAuto;

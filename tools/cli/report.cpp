@@ -85,6 +85,15 @@ void print_text(const Report& r) {
               static_cast<long long>(s.batch), static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
               static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
               static_cast<long long>(s.head_dim), dtype_name(r.element), s.causal ? ", causal" : "");
+  if (s.has_score_options()) {
+    std::printf("  options  ");
+    if (s.has_window()) {
+      std::printf(" window (%lld, %lld)", static_cast<long long>(s.window_left), static_cast<long long>(s.window_right));
+    }
+    if (s.softcap > 0.0) std::printf(" softcap %g", s.softcap);
+    if (s.alibi) std::printf(" alibi (random slopes)");
+    std::printf("\n");
+  }
   if (r.element != r.input_dtype) std::printf("            inputs rounded to %s first\n", dtype_name(r.input_dtype));
   if (r.ms) {
     std::printf("  time      median %.4g ms, p90 %.4g ms over %d runs after %d warm-up\n", *r.ms, *r.ms_p90,
@@ -136,6 +145,10 @@ void print_json(const Report& r) {
   json += ", \"seqlen_k\": " + std::to_string(s.seqlen_k);
   json += ", \"head_dim\": " + std::to_string(s.head_dim);
   json += ", \"causal\": " + json_bool(s.causal);
+  json += ", \"window_left\": " + std::to_string(s.window_left);
+  json += ", \"window_right\": " + std::to_string(s.window_right);
+  json += ", \"softcap\": " + json_number(s.softcap);
+  json += ", \"alibi\": " + json_bool(s.alibi);
   json += ", \"backward\": " + json_bool(r.backward);
   json += ", \"deterministic\": " + json_bool(r.deterministic);
   json += ", \"repeats\": " + std::to_string(r.repeats);

@@ -42,6 +42,10 @@ Shape shape_of(const Options& o) {
   s.heads_kv = o.heads_kv;
   s.head_dim = o.head_dim;
   s.causal = o.causal;
+  s.window_left = o.window_left;
+  s.window_right = o.window_right;
+  s.softcap = o.softcap;
+  s.alibi = o.alibi;
   return s;
 }
 
@@ -139,6 +143,9 @@ int run_command(const Options& o) {
   const Shape shape = shape_of(o);
   if (is_ladder_rung(o.impl)) {
     if (o.deterministic) return usage_error("--deterministic: the teaching-ladder rungs have no deterministic mode");
+    if (shape.has_score_options()) {
+      return usage_error("--window, --softcap, --alibi: the teaching-ladder rungs have none of these options");
+    }
     if (const std::string error = ladder_request_error(o.impl, shape, o.dtype, o.backward); !error.empty()) {
       return usage_error(error);
     }

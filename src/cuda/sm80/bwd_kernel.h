@@ -4,10 +4,12 @@
 // without atomics on dK/dV).
 //
 //   prologue   K, V and the first Q, dO tiles in flight (cp.async)
-//   mainloop   for each (query head of the group, query block):
+//   mainloop   for each (query head of the group, query block that sees the key block: with a
+//              sliding window only those in [m_block_min, m_block_max), common/mask.h):
 //                S  = Q Kᵀ, dP = dO Vᵀ      tensor cores, operands by ldmatrix from smem
 //                P  = exp2(S scale log2e - LSE log2e), masked entries 0   (recomputed, not stored)
-//                dS = P (dP - D)
+//                     (kHasScoreMod: S through softcap/ALiBi first, common/score_mod.h)
+//                dS = P (dP - D)                       (times 1 - tanh² with softcap)
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
 //                dQ_partial = dS K  -> added into the fp32 workspace (sm90: per-warp bulk
@@ -32,11 +34,12 @@
 #include "cuda/sm80/bwd_dq_accum.h"
 #include "cuda/sm80/bwd_epilogue.h"
 #include "cuda/common/mask.h"
+#include "cuda/common/score_mod.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, bool kHasScoreMod>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -54,8 +57,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int batch = blockIdx.z;
   const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
   const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, params.window_left, params.window_right};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
+
 
   // Shared memory: Q[kStages], dO[kStages], K, V, P, dS, then the query block's lse_log2 and D
   // rows (fp32, kBlockM each, kStages buffers), loaded with Q so no register holds them across
@@ -172,7 +176,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   for (int n_block = blockIdx.x; n_block < n_blocks; n_block += gridDim.x) {
     const int n0 = n_block * kBlockN;
     const int m_block_min = mask.m_block_min(n0, kBlockM);
-    const int m_count = max(m_blocks - m_block_min, 0);
+    const int m_block_max = mask.m_block_max(n0, kBlockN, kBlockM, m_blocks);  // m_blocks without a left bound
+    const int m_count = max(m_block_max - m_block_min, 0);
     const int n_iters = params.group_size * m_count;
     const int rows_k = params.seqlen_k - n0;
 
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       // The (head, query block) of the next iteration: query blocks inner, heads of the group outer.
       const bool last_block_of_head = block_in_head + 1 == m_count;
       const int next_head = last_block_of_head ? head + 1 : head;
-      const int next_m_block = last_block_of_head ? m_first : (m_block + 1 == m_blocks ? m_block_min : m_block + 1);
+      const int next_m_block = last_block_of_head ? m_first : (m_block + 1 == m_block_max ? m_block_min : m_block + 1);
 
       cp_async_wait<0>();
       __syncthreads();  // Q, dO of this stage (and K, V) landed; every warp is done with the last iteration
@@ -222,8 +227,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       // tag wraps the whole iteration, not just the elementwise step: around that step alone the
       // compiler if-converts both versions into one predicated stream, and every iteration then
       // issues the masked path's FSEL and a second FMUL per element (tuning log v7).
-      auto process_query_block = [&](auto masked_tag) {
+      // always_inline: the score-mod kernels' larger body otherwise stays a call, and the fragments
+      // it takes by reference go to local memory (a 3 KB stack frame at d = 64).
+      auto process_query_block = [&](auto masked_tag) __attribute__((always_inline)) {
         constexpr bool kMasked = decltype(masked_tag)::value;
+        // ALiBi's slope is per query head: read (from L1) once per tile.
+        [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
         Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
         Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
         clear(acc_s);
@@ -234,6 +243,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                        smem_copy_qdo, smem_copy_kv, tid);
 
         // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
+        if constexpr (kHasScoreMod) ScoreMod::cap(params, acc_s);  // softcap (or scale); ALiBi below
         Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
         Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
         const float* lse_log2 = smem_lse + stage * kBlockM;
@@ -246,12 +256,25 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           CUTE_UNROLL
           for (int c = 0; c < kCols; ++c) {
             // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
-            float p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
+            float p;
+            [[maybe_unused]] float dscore = 1.0f;
+            if constexpr (kHasScoreMod) {
+              const float capped = scores(r, c);
+              const float score = capped - ScoreMod::bias(params, alibi_slope, m0 + row, n0 + get<1>(tScS_rc(r, c)));
+              p = fast_exp2(score * kScoreModLog2e - row_lse_log2);
+              dscore = fmaf(-capped * capped, params.softcap_inv_sq, 1.0f);
+            } else {
+              p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
+            }
             if constexpr (kMasked) {
               if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
             }
             scores(r, c) = p;
-            dp(r, c) = p * (dp(r, c) - row_dsum);
+            if constexpr (kHasScoreMod) {
+              dp(r, c) = p * (dp(r, c) - row_dsum) * dscore;
+            } else {
+              dp(r, c) = p * (dp(r, c) - row_dsum);
+            }
           }
         }
         Tensor rP = convert_fragment<Element>(acc_s);
@@ -299,7 +322,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
           dk_product();
         }
       };
-      if (mask.tile_needs_mask(m0, n0, kBlockN)) {
+      if (mask.tile_needs_mask(m0, n0, kBlockM, kBlockN)) {
         process_query_block(cute::true_type{});
       } else {
         process_query_block(cute::false_type{});

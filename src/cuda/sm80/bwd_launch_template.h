@@ -16,9 +16,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, bool kHasScoreMod>
 Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t stream) {
-  auto kernel = &bwd_kernel<Traits, kIsCausal>;
+  auto kernel = &bwd_kernel<Traits, kIsCausal, kHasScoreMod>;
   if (smem_bytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
@@ -53,8 +53,15 @@ Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  const Status status = params.causal ? launch_bwd_kernel<Traits, true>(params, smem_bytes, stream)
-                                      : launch_bwd_kernel<Traits, false>(params, smem_bytes, stream);
+  // Four kernels: causal or not, times with or without softcap/ALiBi (the window is runtime data).
+  Status status;
+  if (params.has_score_mod) {
+    status = params.causal ? launch_bwd_kernel<Traits, true, true>(params, smem_bytes, stream)
+                           : launch_bwd_kernel<Traits, false, true>(params, smem_bytes, stream);
+  } else {
+    status = params.causal ? launch_bwd_kernel<Traits, true, false>(params, smem_bytes, stream)
+                           : launch_bwd_kernel<Traits, false, false>(params, smem_bytes, stream);
+  }
   if (!status.ok()) return status;
 
   const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);

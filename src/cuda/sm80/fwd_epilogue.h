@@ -13,7 +13,8 @@
 
 namespace flashcore::cuda::sm80 {
 
-// A query block that sees no key at all (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
+// A query block that sees no key at all (causal with seqlen_q > seqlen_k, or a sliding window that
+// leaves its rows none): O = 0, LSE = -inf.
 template <class Traits>
 __device__ void write_empty_block(const FwdParams& params, int m_block, int head, int batch) {
   using Element = typename Traits::Element;

@@ -4,7 +4,9 @@
 //   mainloop   key blocks from last to first (the masked ones come first, so the mask check is a
 //              uniform branch on the block index):
 //                S = Q Kᵀ           tensor cores, operands streamed by ldmatrix from smem
-//                mask               only on blocks that straddle the diagonal or seqlen_k
+//                score options      softcap, ALiBi (kHasScoreMod kernels only; common/score_mod.h)
+//                mask               only on blocks that straddle the diagonal, the window's edges
+//                                   or seqlen_k; blocks wholly outside the window never run
 //                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
 //                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
 //              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
@@ -22,13 +24,14 @@
 #include "cuda/sm80/fwd_epilogue.h"
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
+#include "cuda/common/score_mod.h"
 #include "cuda/common/softmax.h"
 #include "cuda/common/tile_scheduler.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, bool kHasScoreMod>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -45,13 +48,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
 
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal};
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, params.window_left, params.window_right};
+  const int n_block_begin = mask.n_block_begin(m_block, kBlockM, kBlockN);  // 0 without a left window bound
   const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
-  if (n_block_end <= 0) {
+  if (n_block_end <= n_block_begin) {
     write_empty_block<Traits>(params, m_block, head, batch);
     return;
   }
   const int n_block_unmasked = mask.n_block_unmasked(m_block, kBlockM, kBlockN);
+  const int n_block_unmasked_begin = mask.n_block_unmasked_begin(m_block, kBlockM, kBlockN);
 
   // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
   // head_dim are predicated off.
@@ -140,6 +145,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   //   two K/V buffers: K[n-1] and V[n-1] load into the other buffers during the whole iteration.
   // cp.async groups are committed even when empty (the last block) so the wait counts stay fixed.
   int stage = 0;
+  // With softcap or ALiBi the scores leave the products already scaled (score_mod.h): the softmax
+  // then takes them with scale 1.
+  [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
+  const float softmax_scale_log2 = kHasScoreMod ? kScoreModLog2e : params.scale_log2;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
@@ -147,7 +156,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     if constexpr (kStagesKV == 2) {
       cp_async_wait<1>();  // K[n] (and Q) landed; V[n] may still be in flight
       __syncthreads();     // ... for every thread; every warp is done with the other K buffer
-      if (n > 0) load_k(n - 1, stage ^ 1);
+      if (n > n_block_begin) load_k(n - 1, stage ^ 1);
       cp_async_fence();
     } else {
       cp_async_wait<0>();
@@ -158,34 +167,44 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
+    if constexpr (kHasScoreMod) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
       cp_async_wait<1>();  // V[n] landed; K[n-1] may still be in flight
       __syncthreads();     // ... for every thread; every warp is done with the other V buffer
-      if (n > 0) load_v(n - 1, stage ^ 1);
+      if (n > n_block_begin) load_v(n - 1, stage ^ 1);
       cp_async_fence();
     } else {
       cp_async_wait<0>();
       __syncthreads();  // V[n] is in smem; every warp is done reading K[n]
-      if (n > 0) {
+      if (n > n_block_begin) {
         load_k(n - 1, 0);
         cp_async_fence();
       }
     }
 
-    softmax.update(acc_s, acc_o, params.scale_log2);
+    softmax.update(acc_s, acc_o, softmax_scale_log2);
     Tensor rP = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
     gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, smem_thr_copy_v.partition_S(sVt_at(stage)), smem_copy_v, tid);
     if constexpr (kStagesKV == 2) stage ^= 1;
   };
-  for (; n_block >= n_block_unmasked; --n_block) process_key_block(n_block, std::true_type{});
-  for (; n_block >= 0; --n_block) process_key_block(n_block, std::false_type{});
+  // Blocks right of the first row's window edge (or past seqlen_k) and blocks straddling the last
+  // row's left window edge (none without a left bound) take the mask; the middle does not. One
+  // loop with a uniform branch, not a loop per range: a third inlined copy of the masked body
+  // costs the d = 64 kernels (at 255 registers) a few hundred bytes of spills.
+  for (; n_block >= n_block_begin; --n_block) {
+    if (n_block >= n_block_unmasked || n_block < n_block_unmasked_begin) {
+      process_key_block(n_block, std::true_type{});
+    } else {
+      process_key_block(n_block, std::false_type{});
+    }
+  }
 
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
-  softmax.finalize(acc_o, params.softmax_scale, lse);
+  softmax.finalize(acc_o, kHasScoreMod ? 1.0f : params.softmax_scale, lse);
   store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 

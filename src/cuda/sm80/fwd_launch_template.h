@@ -12,9 +12,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, bool kHasScoreMod>
 Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, kIsCausal>;
+  auto kernel = &fwd_kernel<Traits, kIsCausal, kHasScoreMod>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
@@ -31,10 +31,18 @@ using FwdTraitsFor = FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCau
                                fwd_tile_size(kHeadDim, kIsCausal).block_n, fwd_tile_size(kHeadDim, kIsCausal).warps,
                                fwd_tile_size(kHeadDim, kIsCausal).kv_stages>;
 
+// Four kernels per (dtype, head dim): causal or not, times with or without the score options
+// (softcap, ALiBi). The sliding window is runtime data of every one of them (common/mask.h).
+template <typename Element, int kHeadDim, bool kHasScoreMod>
+Status run_fwd_scored(const FwdParams& params, cudaStream_t stream) {
+  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true, kHasScoreMod>(params, stream)
+                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false, kHasScoreMod>(params, stream);
+}
+
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true>(params, stream)
-                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false>(params, stream);
+  return params.has_score_mod ? run_fwd_scored<Element, kHeadDim, true>(params, stream)
+                              : run_fwd_scored<Element, kHeadDim, false>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80
