@@ -9,6 +9,9 @@
 #              (FLASHCORE_KERNELS=sm80, then sm90 on the forward tests), so each family runs the grid
 #   sanitize   compute-sanitizer memcheck, racecheck, synccheck and initcheck on the GPU tests named
 #              *Sanitize*, once per kernel family
+#   sweep      every compiled kernel row (family x dtype x head dim x options; causal, ragged, GQA,
+#              both backward modes) under compute-sanitizer memcheck, racecheck, synccheck, initcheck
+#   fuzz       `flashcore fuzz` on each family: FUZZ_COUNT (10000) problems, FUZZ_SEED, FUZZ_MAX_ELEMENTS
 #   python     the Python package's tests on CUDA tensors, against the library just built
 #   bench-hopper   scripts/bench.sh --hopper: issue 14's forward grid (both kernel families, cuDNN,
 #              FA2, CUTLASS example 88 from .carry/ex88, GQA rows, latency eager and graph replay);
@@ -70,6 +73,29 @@ for step in "$@"; do
           echo "compute-sanitizer $tool ($family): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sanitize_${family}_$tool.log" | tr '\n' ' ')"
           [ $rc -eq 0 ] || status=1
         done
+      done
+      ;;
+    sweep)
+      # Every compiled kernel (tests/gpu/sanitize_sweep_test.cpp) under the four tools at once: they
+      # share the GPU, and each is slowed by its own instrumentation, not by the others.
+      for tool in memcheck racecheck synccheck initcheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 3 "$gpu_tests" --gtest_filter='CudaSanitizeSweep.*' \
+          >"$out/sweep_$tool.log" 2>&1 &
+      done
+      wait
+      for tool in memcheck racecheck synccheck initcheck; do
+        echo "sweep $tool: $(grep -E 'sweep:|ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sweep_$tool.log" | tr '\n' ' ')"
+        grep -qE '^\[  PASSED  \] 1 test' "$out/sweep_$tool.log" && grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/sweep_$tool.log" || status=1
+      done
+      ;;
+    fuzz)
+      # FUZZ_COUNT problems per kernel family (sm90 without score options, which it does not serve).
+      for family in sm80 sm90; do
+        extra=()
+        [ "$family" = sm90 ] && extra+=(--no-score-options)
+        "$cli" fuzz --device cuda --kernels "$family" --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-2026}" \
+          --max-elements "${FUZZ_MAX_ELEMENTS:-1048576}" "${extra[@]}" --json >"$out/fuzz_$family.json" 2>"$out/fuzz_$family.err" || status=1
+        python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('fuzz', sys.argv[2], {k: r[k] for k in ('count','passed','failed','skipped','seconds')}, r.get('skip_reasons'))" "$out/fuzz_$family.json" "$family"
       done
       ;;
     python)

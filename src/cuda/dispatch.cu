@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -147,6 +148,11 @@ Status select_forward_kernel(const char* function, const detail::AttentionProble
 Status select_backward_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
                               const DeviceInfo& device, const BwdKernel** kernel) {
   return select_kernel(function, kBwdKernels, p, requested, device, kernel);
+}
+
+CompiledKernels compiled_kernels() {
+  // The last row of each table is its sentinel.
+  return {kFwdKernels, std::size(kFwdKernels) - 1, kBwdKernels, std::size(kBwdKernels) - 1};
 }
 
 unsigned problem_options(const detail::AttentionProblem& p) {

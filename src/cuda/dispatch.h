@@ -60,6 +60,15 @@ Status select_forward_kernel(const char* function, const detail::AttentionProble
 Status select_backward_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
                               const DeviceInfo& device, const BwdKernel** kernel);
 
+// Every kernel this build holds, in table order (for tests that sweep them all).
+struct CompiledKernels {
+  const FwdKernel* forward;
+  std::size_t forward_count;
+  const BwdKernel* backward;
+  std::size_t backward_count;
+};
+CompiledKernels compiled_kernels();
+
 // The sizes and score options of `p` as every family reads them.
 ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo& device);
 

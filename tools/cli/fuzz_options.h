@@ -20,6 +20,7 @@ struct FuzzOptions {
   int jobs = 0;     // problems checked at once, each on one thread; 0: one per hardware thread
   bool json = false;
   bool shrink = true;
+  bool score_options = true;  // --no-score-options: draw no window, softcap or ALiBi
   std::string problem;  // --problem SPEC: run this one problem instead of drawing
 };
 

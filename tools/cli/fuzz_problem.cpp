@@ -168,6 +168,11 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   }
   if (r.chance(0.2)) s.softcap = static_cast<double>(r.uniform(1, 500)) / 10.0;  // 0.1 .. 50
   s.alibi = r.chance(0.2);
+  if (!limits.score_options) {
+    s.window_left = s.window_right = -1;
+    s.softcap = 0.0;
+    s.alibi = false;
+  }
   return p;
 }
 

@@ -40,6 +40,9 @@ struct FuzzLimits {
   // Cap on batch * heads_q * seqlen_q * seqlen_k, the score-matrix entries the float64 reference
   // and the same-precision baseline compute (each costing about head_dim multiply-adds a product).
   std::int64_t max_elements = 0;
+  // false: no window, softcap or ALiBi (for a family that serves none of them, so its problems are
+  // not skipped); every other field is drawn as with them.
+  bool score_options = true;
 };
 
 // The seed of problem `index` of a run seeded `seed`: problems are independent, so one can be drawn
