@@ -44,7 +44,10 @@
 // Rows that see no key keep output 0 and LSE -inf whatever their masked keys hold. Where a
 // probability underflows to 0 in one precision but not another, 0 * inf may read NaN in one and
 // inf in the other; the CPU backend is tested against the float64 reference on inputs where none
-// does. The CUDA kernels are not yet held to these rules.
+// does. The CUDA kernels follow the same rules with one exception: their tensor-core products
+// multiply a masked probability (exactly 0) by what q, k and v hold, so a NaN or inf there also
+// reaches rows or keys of the same tile that do not see it (e.g. causal rows before key j, within
+// j's tile); it never reaches rows whose tiles skip its key.
 //
 // Every call returns a Status. A rejected call writes nothing; its message names the argument
 // and what was expected.

@@ -24,9 +24,10 @@ namespace {
 
 using namespace flashcore::accuracy;
 
-constexpr std::int64_t kSeqlen = 100, kHeads = 1, kHeadDim = 128;
-constexpr std::int64_t kPerBatch = kSeqlen * kHeads * kHeadDim;  // 12,800 elements
-constexpr std::int64_t kBatch = (std::int64_t{1} << 31) / kPerBatch + 28;  // 167,800: 2.148e9 elements
+// Batch stays within the CUDA kernels' 65,535 (a grid dimension).
+constexpr std::int64_t kSeqlen = 100, kHeads = 4, kHeadDim = 128;
+constexpr std::int64_t kPerBatch = kSeqlen * kHeads * kHeadDim;  // 51,200 elements
+constexpr std::int64_t kBatch = (std::int64_t{1} << 31) / kPerBatch + 7;  // 41,950: 2.148e9 elements
 
 struct DeviceBuffer {
   explicit DeviceBuffer(std::size_t bytes) { ok = cudaMalloc(&data, bytes) == cudaSuccess; }

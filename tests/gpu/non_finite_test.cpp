@@ -49,10 +49,63 @@ std::string sm90_unavailable() {
 
 INSTANTIATE_TEST_SUITE_P(
     Cuda, NonFinite,
-    ::testing::Values(NonFiniteParam{"sm80", DType::kFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason},
-                      NonFiniteParam{"sm80", DType::kBFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason},
-                      NonFiniteParam{"sm90", DType::kFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable},
-                      NonFiniteParam{"sm90", DType::kBFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable}),
+    ::testing::Values(
+        NonFiniteParam{"sm80", DType::kFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason, false},
+        NonFiniteParam{"sm80", DType::kBFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason, false},
+        NonFiniteParam{"sm90", DType::kFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable, false},
+        NonFiniteParam{"sm90", DType::kBFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable, false}),
+    [](const ::testing::TestParamInfo<NonFiniteParam>& param) {
+      return std::string(param.param.name) + (param.param.dtype == DType::kFloat16 ? "_fp16" : "_bf16");
+    });
+
+// What does hold on the GPU when a non-finite value sits in a tile that other rows see masked
+// (the cases skipped above): it reaches every row that sees it, in its own column only, and never
+// rows whose tiles do not reach its key. Causal 400 x 400, v[300][9] = NaN, then k[300][3] = NaN:
+// no family's query tile (<= 192 rows) holding rows < 44 runs key blocks (<= 128 keys) past 255.
+class NonFiniteInMaskedTiles : public ::testing::TestWithParam<NonFiniteParam> {};
+
+TEST_P(NonFiniteInMaskedTiles, ReachesTheRowsThatSeeItAndStaysNearItsTile) {
+  if (const std::string why = GetParam().unavailable(); !why.empty()) GTEST_SKIP() << why;
+  {
+    AttentionTensors t(shape_of(400, 400, 1, 1, 32, true), GetParam().dtype, Layout::kContiguous, 31);
+    t.v.set(at(t.v, 0, 300, 0, 9), kNaN);
+    GetParam().run(t);
+    for (std::int64_t i = 0; i < 400; ++i) {
+      for (std::int64_t d = 0; d < 32; ++d) {
+        const bool nan = std::isnan(t.out.get(at(t.out, 0, i, 0, d)));
+        if (d != 9 || i < 44) {
+          EXPECT_FALSE(nan) << "out row " << i << " column " << d;
+        } else if (i >= 300) {
+          EXPECT_TRUE(nan) << "out row " << i;
+        }
+      }
+      EXPECT_TRUE(std::isfinite(t.lse.get(i))) << "lse row " << i;
+    }
+  }
+  {
+    AttentionTensors t(shape_of(400, 400, 1, 1, 32, true), GetParam().dtype, Layout::kContiguous, 32);
+    t.k.set(at(t.k, 0, 300, 0, 3), kNaN);
+    GetParam().run(t);
+    for (std::int64_t i = 0; i < 400; ++i) {
+      EXPECT_EQ(row_is(t.out, i, 0, is_nan), i >= 300) << "out row " << i;
+      EXPECT_EQ(std::isnan(t.lse.get(i)), i >= 300) << "lse row " << i;
+      if (i < 44) EXPECT_TRUE(row_is(t.dq, i, 0, is_finite)) << "dq row " << i;
+      if (i >= 300) EXPECT_TRUE(row_is(t.dq, i, 0, is_nan)) << "dq row " << i;
+    }
+    for (std::int64_t j = 0; j < 400; ++j) {
+      // Every key is seen by some row >= 300, whose P and dS are NaN.
+      EXPECT_TRUE(row_is(t.dk, j, 0, is_nan)) << "dk row " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, NonFiniteInMaskedTiles,
+    ::testing::Values(
+        NonFiniteParam{"sm80", DType::kFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason, false},
+        NonFiniteParam{"sm80", DType::kBFloat16, run_cuda<KernelFamily::kSm80>, gpu_unavailable_reason, false},
+        NonFiniteParam{"sm90", DType::kFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable, false},
+        NonFiniteParam{"sm90", DType::kBFloat16, run_cuda<KernelFamily::kSm90>, sm90_unavailable, false}),
     [](const ::testing::TestParamInfo<NonFiniteParam>& param) {
       return std::string(param.param.name) + (param.param.dtype == DType::kFloat16 ? "_fp16" : "_bf16");
     });

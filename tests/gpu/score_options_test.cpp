@@ -130,6 +130,19 @@ TEST(MaskTripCounts, BackwardCoversTheWindowAndMasksWhatItMust) {
   }
 }
 
+// row_sees_a_key is "some key j is visible to row i", for every mask case and row.
+TEST(MaskTripCounts, RowSeesAKeyIsSomeVisibleKey) {
+  for (const MaskCase& c : mask_cases()) {
+    const cuda::AttentionMask mask{c.sq, c.sk, c.causal, c.left, c.right};
+    for (int i = 0; i < c.sq; ++i) {
+      bool any = false;
+      for (int j = 0; j < c.sk && !any; ++j) any = sees(c.sq, c.sk, c.causal, c.left, c.right, i, j);
+      ASSERT_EQ(mask.row_sees_a_key(i), any) << "sq " << c.sq << " sk " << c.sk << (c.causal ? " causal" : "")
+                                             << " window (" << c.left << ", " << c.right << "), row " << i;
+    }
+  }
+}
+
 // A 1k window over 16k keys: each 128-row query block runs at most 10 of the 256 key blocks of 64.
 TEST(MaskTripCounts, AWindowCostsAboutItsOwnWork) {
   const cuda::AttentionMask mask{16384, 16384, true, 1024, -1};

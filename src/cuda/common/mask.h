@@ -106,6 +106,12 @@ struct AttentionMask {
     return n0 + block_n > seqlen_k || (causal && m0 + diagonal() < n0 + block_n - 1);
   }
 
+  // Whether query `row` sees any key at all (its output is then the formula's, else 0 with LSE
+  // -inf). Decides between "no key" and "every visible score is -inf" (0/0, NaN) at the epilogue.
+  __forceinline__ __host__ __device__ bool row_sees_a_key(int row) const {
+    const int first = mask_max(row + diagonal() + min_offset(), 0);
+    return first < seqlen_k && (!has_right() || row + diagonal() + max_offset() >= first);
+  }
   __forceinline__ __host__ __device__ bool visible(int row, int col) const {
     const int offset = col - row - diagonal();
     return col < seqlen_k && offset <= max_offset() && offset >= min_offset();

@@ -79,20 +79,24 @@ struct OnlineSoftmax {
     }
   }
 
-  // Normalise the output rows and return, through `lse`, log(sum_j exp(scale * s_j)) per row
-  // (-inf, with an output of 0, for a row that saw no key).
-  template <class TensorO>
-  __forceinline__ __device__ void finalize(TensorO& acc_o, float softmax_scale, float (&lse)[kRows]) {
+  // Normalise the output rows and return, through `lse`, log(sum_j exp(scale * s_j)) per row.
+  // `row_has_keys(r)` says whether row r sees any key (AttentionMask::row_sees_a_key): a row that
+  // sees none gets O = 0 (assigned: a masked 0 times a non-finite v may sit in its accumulator) and
+  // LSE -inf. A row that sees keys keeps the formula's non-finite results: a NaN or +inf score
+  // makes its sum NaN (O and LSE NaN); every visible score -inf makes it 0, and 0/0 is NaN.
+  template <class TensorO, class RowHasKeys>
+  __forceinline__ __device__ void finalize(TensorO& acc_o, float softmax_scale, float (&lse)[kRows],
+                                           RowHasKeys const& row_has_keys) {
     using namespace cute;
     Tensor out = make_tensor(acc_o.data(), accumulator_as_rows_cols(acc_o.layout()));
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const float sum = quad_allreduce_sum(row_sum[r]);
-      const bool empty = sum == 0.0f || sum != sum;
-      const float inv_sum = empty ? 0.0f : 1.0f / sum;
-      lse[r] = empty ? -INFINITY : row_max[r] * softmax_scale + logf(sum);
+      const bool has_keys = row_has_keys(r);
+      const float inv_sum = has_keys ? 1.0f / sum : 0.0f;
+      lse[r] = !has_keys ? -INFINITY : sum == 0.0f ? NAN : row_max[r] * softmax_scale + logf(sum);
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(out); ++c) out(r, c) *= inv_sum;
+      for (int c = 0; c < size<1>(out); ++c) out(r, c) = has_keys ? out(r, c) * inv_sum : 0.0f;
     }
   }
 };

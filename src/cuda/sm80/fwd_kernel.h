@@ -204,7 +204,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
-  softmax.finalize(acc_o, kHasScoreMod ? 1.0f : params.softmax_scale, lse);
+  Tensor tScS_rc = make_tensor(tScS.data(), accumulator_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
+  softmax.finalize(acc_o, kHasScoreMod ? 1.0f : params.softmax_scale, lse,
+                   [&](int r) { return mask.row_sees_a_key(m0 + get<0>(tScS_rc(r, 0))); });
   store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 

@@ -211,7 +211,9 @@ struct FwdMainloop {
       pipeline_v.consumer_release(v_state);
       v_state.advance();
     }
-    softmax.finalize(tOrO, params.softmax_scale, lse);
+    Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
+    softmax.finalize(tOrO, params.softmax_scale, lse,
+                     [&](int r) { return mask.row_sees_a_key(row0 + get<0>(tScS_rc(r, 0))); });
   }
 };
 
