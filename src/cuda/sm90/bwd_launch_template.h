@@ -127,9 +127,9 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
 // dS by stmatrix and a single-block kernel for the default mode: on the H100 at d128 bf16 they took
 // the backward from 399-435 to 485-503 TFLOP/s (0.73-0.79x -> 0.89-0.92x cuDNN;
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
-template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true>
+template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
-                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm>;
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst>;
 
 template <typename Element, int kHeadDim>
 Status run_bwd(const BwdParams& params, cudaStream_t stream) {
