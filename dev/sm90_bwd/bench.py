@@ -30,7 +30,8 @@ def timeit(fn, iters=10):
 
 def main():
     dtype = torch.bfloat16
-    for (b, h, s, d, causal) in [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (1, 16, 16384, 128, False)]:
+    for (b, h, s, d, causal) in [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (1, 16, 16384, 128, False),
+                                 (1, 16, 16384, 128, True), (8, 16, 2048, 128, True)]:
         q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(4))
         qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (q, k, v))
         with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
@@ -43,8 +44,9 @@ def main():
         dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
         f = flops_bwd(b, h, s, d, causal)
         row = f"b{b} h{h} s{s} d{d} causal={causal}: cuDNN {f / t_cudnn / 1e12:.0f}"
+        variants = [int(x) for x in os.environ.get("VARIANTS", "").split(",") if x]
         for name, kw in (("flashcore", {}), ("deterministic", dict(deterministic=True)),
-                         *([("variant1", dict(variant=1))] if os.environ.get("VARIANTS") else [])):
+                         *((f"variant{v}", dict(variant=v)) for v in variants)):
             t = timeit(lambda: fc_sm90_bwd.backward(do, q, k, v, out, lse, causal, dq, dk, dv, **kw))
             row += f", {name} {f / t / 1e12:.0f} ({t_cudnn / t:.2f}x)"
         print(row + " TFLOP/s", flush=True)

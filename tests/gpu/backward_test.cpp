@@ -5,11 +5,15 @@
 // packed layouts. The forward's out and lse come from the float64 reference (rounded to their
 // dtypes), so these tests do not depend on the forward kernel. dq, dk and dv are NaN-poisoned on
 // the device before every run. The deterministic option is checked bit-exact over repeated runs.
+// With FLASHCORE_KERNELS forcing a family (scripts/device.sh reruns the suite once per family),
+// the head dims that family has no backward kernel for are skipped, each with a note.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -56,6 +60,20 @@ const std::vector<BwdCase>& backward_cases() {
       {"d32_packed", {2, 77, 77, 3, 3, 32, false}, Layout::kPackedQkv},
   };
   return cases;
+}
+
+// True when FLASHCORE_KERNELS forces a kernel family that has no backward kernel for this case's
+// dtype and head dim (the sm90 family's backward stops at d128): the case belongs to another
+// family's run. Prints a note so the skip is visible in the log.
+bool forced_family_lacks_kernel(const Status& status, const AttentionShape& shape) {
+  const char* env = std::getenv("FLASHCORE_KERNELS");
+  const bool forced = env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0;
+  if (!forced || status.code() != StatusCode::kNotSupported ||
+      status.message().find("has no kernel for dtype") == std::string::npos) {
+    return false;
+  }
+  std::printf("note: skipped %s: FLASHCORE_KERNELS=%s has no backward kernel for it\n", shape_name(shape).c_str(), env);
+  return true;
 }
 
 // out and lse of the float64 reference forward, rounded to their dtypes, into `t`.
@@ -137,6 +155,7 @@ TEST_P(CudaBackward, MatchesReferenceWithinThreeTimesTheSamePrecisionError) {
   fill_forward_outputs(t);
   BackwardRun run(t);
   const Status status = run.run(t, /*deterministic=*/false);
+  if (forced_family_lacks_kernel(status, c.shape)) GTEST_SKIP() << status.message();
   ASSERT_TRUE(status.ok()) << status.message();
   expect_gradients_match_reference(t);
 }
@@ -192,19 +211,29 @@ std::vector<unsigned char> bytes_of(const HostTensor& t) {
   return bytes;
 }
 
-// Deterministic mode: three runs give bit-identical dq, dk, dv, and they are correct. The shapes
-// make the kernel loop over several key blocks per CTA (batch * heads_kv small) and sum dK/dV
-// over a GQA group.
+// Deterministic mode: ten runs give bit-identical dq, dk, dv at every head dim a family builds,
+// and they are correct. seqlen_k > 16 key blocks of 128 with batch * heads_kv small makes the
+// kernels loop over several key blocks per CTA (more blocks than dq_accum slices); GQA groups sum
+// dK/dV over their query heads.
 TEST(CudaBackwardDeterministic, BitIdenticalOverRepeatedRuns) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const AttentionShape shapes[] = {{1, 1000, 1000, 8, 2, 64, true}, {1, 700, 2500, 2, 1, 128, false}};
+  constexpr int kRepeats = 10;
+  const AttentionShape shapes[] = {{1, 1000, 1000, 8, 2, 64, true},  {1, 700, 2500, 2, 1, 128, false},
+                                   {1, 500, 2200, 4, 2, 64, true},   {1, 300, 2100, 4, 2, 96, true},
+                                   {1, 200, 2100, 2, 1, 192, false}, {1, 160, 2100, 2, 2, 256, true},
+                                   {1, 100, 2100, 2, 1, 32, false}};
   for (const AttentionShape& s : shapes) {
     AttentionTensors t(s, DType::kBFloat16, Layout::kContiguous, 21);
     fill_forward_outputs(t);
     BackwardRun run(t);
     std::vector<unsigned char> first[3];
-    for (int repeat = 0; repeat < 3; ++repeat) {
+    bool served = true;
+    for (int repeat = 0; repeat < kRepeats; ++repeat) {
       const Status status = run.run(t, /*deterministic=*/true);
+      if (forced_family_lacks_kernel(status, s)) {
+        served = false;
+        break;
+      }
       ASSERT_TRUE(status.ok()) << status.message();
       const std::vector<unsigned char> now[3] = {bytes_of(t.dq), bytes_of(t.dk), bytes_of(t.dv)};
       for (int g = 0; g < 3; ++g) {
@@ -216,7 +245,7 @@ TEST(CudaBackwardDeterministic, BitIdenticalOverRepeatedRuns) {
         }
       }
     }
-    expect_gradients_match_reference(t);
+    if (served) expect_gradients_match_reference(t);
   }
 }
 
@@ -264,17 +293,19 @@ TEST(CudaBackwardStream, RunsOnTheGivenStream) {
 }
 
 // A small grid for compute-sanitizer (memcheck, racecheck): ragged tiles, causal, GQA, strides,
-// single-buffered Q/dO (d=256), both modes.
+// single-buffered Q/dO (d=256), a head dim below the kernel's (40), both modes.
 TEST(CudaBackwardSanitize, SmallGrid) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  const AttentionShape shapes[] = {{1, 77, 130, 4, 2, 64, true}, {1, 130, 77, 2, 1, 128, true},
-                                   {1, 65, 65, 2, 2, 256, false}, {2, 17, 17, 2, 2, 40, false}};
+  const AttentionShape shapes[] = {{1, 77, 130, 4, 2, 64, true},   {1, 130, 77, 2, 1, 128, true},
+                                   {1, 65, 65, 2, 2, 256, false},  {2, 17, 17, 2, 2, 40, false},
+                                   {1, 100, 300, 2, 1, 96, true}};
   for (const AttentionShape& s : shapes) {
     for (bool deterministic : {false, true}) {
       AttentionTensors t(s, DType::kFloat16, Layout::kPaddedAligned, 11);
       fill_forward_outputs(t);
       BackwardRun run(t);
       const Status status = run.run(t, deterministic);
+      if (forced_family_lacks_kernel(status, s)) continue;
       ASSERT_TRUE(status.ok()) << status.message();
       expect_gradients_match_reference(t);
     }
@@ -299,6 +330,7 @@ TEST(CudaBackwardStaged, HeadDimsNotAMultipleOf8AndUnalignedRows) {
       ASSERT_EQ(cudaMalloc(&workspace, bytes), cudaSuccess);
       const Status status = run.run(t, /*deterministic=*/false, nullptr, workspace, bytes);
       cudaFree(workspace);
+      if (forced_family_lacks_kernel(status, s)) continue;
       ASSERT_TRUE(status.ok()) << status.message();
       expect_gradients_match_reference(t);
     }

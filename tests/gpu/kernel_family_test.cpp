@@ -44,7 +44,8 @@ class ScopedKernelsEnv {
   bool had_ = false;
 };
 
-KernelFamily selected(const ForwardParams& params) {
+template <class Params>
+KernelFamily selected(const Params& params) {
   KernelFamily family = KernelFamily::kAuto;
   const Status status = selected_kernels(params, &family);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -65,13 +66,15 @@ TEST(KernelFamily, ForcedSm80RunsOnEveryGpu) {
 }
 
 // On compute capability 9.0 the sm90 family serves every forward head dim up to 256 (d32 by its d64
-// kernel, the extra columns zero); the backward, which sm90 does not have yet, falls back to sm80.
+// kernel, the extra columns zero) and the backward up to 128; the backward at d192 / d256 falls
+// back to sm80.
 TEST(KernelFamily, AutoPrefersSm90OnHopperAndFallsBackToSm80) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   ScopedKernelsEnv env("auto");
   AttentionTensors d128({1, 64, 64, 2, 2, 128, false}, DType::kFloat16, Layout::kContiguous, 22);
   AttentionTensors d32({1, 64, 64, 2, 2, 32, false}, DType::kFloat16, Layout::kContiguous, 23);
-  DeviceAttentionTensors dev128(d128), dev32(d32);
+  AttentionTensors d256({1, 64, 64, 2, 2, 256, false}, DType::kFloat16, Layout::kContiguous, 26);
+  DeviceAttentionTensors dev128(d128), dev32(d32), dev256(d256);
   const KernelFamily family128 = selected(dev128.forward_params());
   if (compute_capability() == 90 && family128 != KernelFamily::kSm90) {
     GTEST_SKIP() << "this build has no sm90 forward kernels (FLASHCORE_KERNEL_FAMILIES)";
@@ -79,18 +82,17 @@ TEST(KernelFamily, AutoPrefersSm90OnHopperAndFallsBackToSm80) {
   const KernelFamily newest = compute_capability() == 90 ? KernelFamily::kSm90 : KernelFamily::kSm80;
   EXPECT_EQ(family128, newest);
   EXPECT_EQ(selected(dev32.forward_params()), newest);
-  KernelFamily backward_family = KernelFamily::kAuto;
-  const Status status = selected_kernels(dev128.backward_params(), &backward_family);
-  ASSERT_TRUE(status.ok()) << status.message();
-  EXPECT_EQ(backward_family, KernelFamily::kSm80) << "no sm90 backward in this build: sm80 serves it";
+  EXPECT_EQ(selected(dev128.backward_params()), newest);
+  EXPECT_EQ(selected(dev32.backward_params()), newest);
+  EXPECT_EQ(selected(dev256.backward_params()), KernelFamily::kSm80) << "no sm90 backward at d256: sm80 serves it";
 }
 
 TEST(KernelFamily, ForcedSm90RefusesWhatItCannotServe) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   ScopedKernelsEnv env("auto");
-  AttentionTensors t({1, 64, 64, 2, 2, 64, false}, DType::kFloat16, Layout::kContiguous, 24);
+  AttentionTensors t({1, 64, 64, 2, 2, 256, false}, DType::kFloat16, Layout::kContiguous, 24);
   DeviceAttentionTensors dev(t);
-  BackwardParams params = dev.backward_params();  // the sm90 family has no backward yet
+  BackwardParams params = dev.backward_params();  // the sm90 backward stops at d128
   params.kernels = KernelFamily::kSm90;
   const Status status = backward(params);
   EXPECT_EQ(status.code(), StatusCode::kNotSupported);

@@ -14,6 +14,7 @@
 //   5. dK += dSᵀ Q (RS) and dQ = dS K (SS) issued; all retired; Q and dO stages released.
 //   6. dQ partial added into dq_accum: each warp stages its fragment and one lane issues a bulk
 //      reduce-add (bwd_dq_accum.h; ordered in deterministic mode).
+//   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
 #pragma once
 
 #include <cmath>
@@ -237,24 +238,42 @@ struct BwdMainloop {
         cutlass::arch::fence_view_async_shared();
         named_barrier_sync(Traits::kConsumerThreads, BwdNamedBarrier::kDsReady);
 
-        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+        float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
         Tensor tdQrdS_buf = tdQrdS(_, _, _, ds_buf);
-        wgmma_gemm<true, 0, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
+        if constexpr (Traits::kDqFirst) {
+          // dQ before dK: once dQ (and dV) have retired, this step's dQ partial is staged and
+          // handed to the copy engine while dK is still on the tensor cores.
+          wgmma_gemm<true, -1, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
+          wgmma_gemm<false, /*wait*/ 1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+          warpgroup_fence_operand(tdQrdQ);
+          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+          warpgroup_wait<0>();
+        } else {
+          wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+          wgmma_gemm<true, 0, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
+        }
         warpgroup_fence_operand(tdVrdV);
         warpgroup_fence_operand(tdKrdK);
         warpgroup_fence_operand(tdVrP);  // the RS products have retired: their A registers are free
         warpgroup_fence_operand(tdKrdS);
+        // Lane 0 arrives for the warp, and an mbarrier arrive releases only its own thread's
+        // accesses: the warp barrier orders every lane's reads of this stage's lse_log2 / dsum rows
+        // (plain loads, unlike the tiles, which only wgmma reads) before it, so the producer's
+        // next bulk copy into the stage cannot overtake them (compute-sanitizer racecheck).
+        __syncwarp();
         pipeline_q.consumer_release(q_state);
         pipeline_do.consumer_release(do_state);
         q_state.advance();
         do_state.advance();
         ds_buf ^= 1;
 
-        float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
-        dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+        if constexpr (!Traits::kDqFirst) {
+          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+        }
       }
     }
     // Every product reading K and V has retired (each step ends with wait<0>).
+    __syncwarp();
     if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_kv_empty);
   }
 };
