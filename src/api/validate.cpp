@@ -217,6 +217,11 @@ Status check_score_options(const Checker& c, std::int64_t window_left, std::int6
     }
     p->alibi_slopes = static_cast<const float*>(a.data);
     p->alibi_batch_stride = a.rank == 2 ? a.stride[0] : 0;
+    // The CUDA option kernels keep scores in units of the softmax scale when there is no softcap
+    // (cuda/common/score_mod.h); a scale of 0 has no such unit.
+    if (p->device == Device::kCUDA && softcap == 0.0f && p->softmax_scale == 0.0f) {
+      return c.fail("softmax_scale", "must not be 0 with alibi_slopes and no softcap on a CUDA device");
+    }
   }
   return Status::Ok();
 }

@@ -179,9 +179,13 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.window_left = static_cast<int>(p.window_left);
   pp.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
   pp.has_score_mod = p.has_score_mod();
+  pp.has_options = p.has_score_mod() || p.has_window();
   pp.softcap = p.softcap;
   pp.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
-  pp.softcap_inv_sq = p.softcap > 0.0f ? 1.0f / (p.softcap * p.softcap) : 0.0f;
+  const double unit = p.softcap > 0.0f ? static_cast<double>(p.softcap) : static_cast<double>(p.softmax_scale);
+  pp.score_unit = static_cast<float>(unit);
+  pp.score_unit_log2 = static_cast<float>(unit * kLog2e);
+  pp.alibi_unit_scale = static_cast<float>(1.0 / unit);
   pp.alibi_slopes = p.alibi_slopes;
   pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.device = device;

@@ -48,11 +48,19 @@ struct ProblemParams {
   // below seqlen_k / seqlen_q (the validation turns larger ones into -1).
   int window_left = -1;
   int window_right = -1;
-  // Score options (common/score_mod.h); a family runs them only with its score-mod kernels.
+  // Score options (common/score_mod.h).
   bool has_score_mod = false;  // softcap > 0 or alibi_slopes
+  // Any option (window, softcap or ALiBi): a family with option kernels runs those, and its plain
+  // kernels carry no code for any option.
+  bool has_options = false;
   float softcap = 0;           // 0: off
   float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)
-  float softcap_inv_sq = 0;    // 1 / softcap², 0 without softcap (the backward's 1 - tanh²)
+  // The unit the option kernels keep scores in: softcap with a softcap (the tile holds
+  // tanh(scale q·k / softcap)), else softmax_scale (the tile holds q·k, as in the plain kernels);
+  // the softmax then runs with this scale, so no pass multiplies each score by it.
+  float score_unit = 0;
+  float score_unit_log2 = 0;   // score_unit * log2(e)
+  float alibi_unit_scale = 0;  // 1 / score_unit: a slope in score units
   const float* alibi_slopes = nullptr;  // slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; null: off
   std::int64_t alibi_batch_stride = 0;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks

@@ -114,7 +114,7 @@ struct AttentionMask {
   }
   __forceinline__ __host__ __device__ bool visible(int row, int col) const {
     const int offset = col - row - diagonal();
-    return col < seqlen_k && offset <= max_offset() && offset >= min_offset();
+    return col < seqlen_k && offset <= max_offset() && (!has_left() || offset >= min_offset());
   }
 
   // Set the masked entries of an accumulator tile to -inf. `coords` is the identity tensor of the
@@ -129,7 +129,8 @@ struct AttentionMask {
       const int row = cute::get<0>(coords(i));
       const int col = cute::get<1>(coords(i));
       const int offset = col - row + shift;
-      if (col0 + col >= seqlen_k || offset > hi || offset < lo) acc(i) = -INFINITY;
+      // has_left() is a constant in kernels built without a window: the compare folds away.
+      if (col0 + col >= seqlen_k || offset > hi || (has_left() && offset < lo)) acc(i) = -INFINITY;
     }
   }
 };

@@ -1,15 +1,24 @@
 // The score options softcap and ALiBi (attention.h), applied in a family's tile loop to the raw
-// products q·k of an accumulator tile:
+// products q·k of an accumulator tile. The score is
 //   s = softcap * tanh(scale * q·k / softcap)      (or scale * q·k without softcap)
 //       - slope * |i + seqlen_k - seqlen_q - j|    (ALiBi)
-// after which the softmax runs with scale 1 (scale_log2 = log2(e)) and the LSE is in these units.
-// The backward also needs d s / d (scale * q·k): 1 - tanh² with softcap, else 1.
+// and the option kernels keep it in units of params.score_unit (softcap, or without one the
+// softmax scale), so that no pass spends a multiply per element on the unit:
+//   softcap:     tile = tanh(q·k * softcap_scale)          one FMUL + one MUFU per element
+//   no softcap:  tile = q·k                                nothing
+//   ALiBi:       tile -= (slope / unit) * |d|              one FADD + one FFMA per element
+// after which the softmax runs with scale score_unit (exp2 with score_unit_log2, one FFMA, as in
+// the plain kernels) and the LSE is in natural units. The backward's d s / d (scale * q·k) is
+// 1 - tanh² from the capped tile before the bias.
 //
-// Kernels take it behind one compile-time switch (kHasScoreMod), so the plain kernels carry no
-// code for it; within the score-mod kernels softcap and ALiBi are uniform runtime branches. Every
-// factor is read from the kernel's __grid_constant__ params (constant-bank operands of the FMULs
-// and FFMAs) rather than held in registers: the sm80 d = 64 forward already runs at 255 registers,
-// and five live floats more cost it a hundred bytes of spills.
+// ALiBi's |d| per element: the distance d of entry i of a thread's fragment is (a per-tile base
+// for this thread) + (a compile-time constant of i), so it is formed in float: the base converted
+// once per tile, the constant folded, |.| a free operand modifier. Converting d per element (I2F)
+// runs at a quarter of the FMA rate, like the MUFU.
+//
+// Kernels take all of this (and the sliding window, common/mask.h) behind one compile-time switch
+// (kHasOptions), so the plain kernels carry no code for any option; within the option kernels
+// softcap and ALiBi are uniform branches per tile.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -26,46 +35,54 @@ __forceinline__ __device__ float fast_tanh(float x) {
   return y;
 }
 
-inline constexpr float kScoreModLog2e = 1.4426950408889634f;
-
 struct ScoreMod {
-  // The ALiBi slope of (batch, head); 0 without ALiBi.
+  // The ALiBi slope of (batch, head) in score units (slope / score_unit); 0 without ALiBi.
   __forceinline__ __device__ static float slope(const ProblemParams& params, int batch, int head) {
-    return params.alibi_slopes == nullptr ? 0.0f : params.alibi_slopes[batch * params.alibi_batch_stride + head];
+    return params.alibi_slopes == nullptr
+               ? 0.0f
+               : params.alibi_slopes[batch * params.alibi_batch_stride + head] * params.alibi_unit_scale;
   }
 
-  // The softcap (or, without one, the softmax scale) over every entry of an accumulator tile:
-  // qk -> softcap * tanh(qk * softmax_scale / softcap), or qk * softmax_scale. The backward then
-  // takes d score / d (scale qk) = 1 - (s / softcap)² as fmaf(-s * s, softcap_inv_sq, 1), which is 1
-  // without softcap (softcap_inv_sq = 0): no branch per element.
+  // Softcap over every entry of an accumulator tile (nothing without one): qk -> tanh(qk *
+  // softcap_scale), the score in units of softcap.
   template <class TensorAcc>
   __forceinline__ __device__ static void cap(const ProblemParams& params, TensorAcc& acc) {
     if (params.softcap > 0.0f) {
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) = params.softcap * fast_tanh(acc(i) * params.softcap_scale);
-    } else {
-      CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) *= params.softmax_scale;
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) = fast_tanh(acc(i) * params.softcap_scale);
     }
   }
 
-  // ALiBi's bias of (row, col) of the full matrix (0 when slope is 0): to subtract from a capped score.
-  __forceinline__ __device__ static float bias(const ProblemParams& params, float slope, int row, int col) {
-    return slope * static_cast<float>(abs(row + params.seqlen_k - params.seqlen_q - col));
-  }
+  // ALiBi over a tile: the thread's base distance (as float) and, per entry, the compile-time
+  // offset from it. `coords` is the identity tensor of the tile partitioned like the accumulator,
+  // (row0, col0) the tile's corner in the full matrix.
+  struct Distance {
+    float base;  // d of this thread's entry 0
 
-  // Every entry of an accumulator tile; `coords` is the identity tensor of the tile partitioned
-  // like the accumulator, (row0, col0) the tile's corner in the full matrix.
+    template <class TensorCoord>
+    __forceinline__ __device__ Distance(const ProblemParams& params, TensorCoord const& coords, int row0, int col0)
+        : base(static_cast<float>(row0 + cute::get<0>(coords(0)) + params.seqlen_k - params.seqlen_q - col0 -
+                                  cute::get<1>(coords(0)))) {}
+
+    // |d| of entry `index` (a flat index, or (row, col) of a rows-cols view of the same
+    // coordinates): (row_i - row_0) - (col_i - col_0) folds to a constant once the loop unrolls.
+    template <class TensorCoord, class... Index>
+    __forceinline__ __device__ float abs_at(TensorCoord const& coords, Index... index) const {
+      const auto at = coords(index...);
+      const auto first = coords(0);
+      const int rel = (cute::get<0>(at) - cute::get<0>(first)) - (cute::get<1>(at) - cute::get<1>(first));
+      return fabsf(base + static_cast<float>(rel));
+    }
+  };
+
   template <class TensorAcc, class TensorCoord>
   __forceinline__ __device__ static void apply(const ProblemParams& params, float slope, TensorAcc& acc,
                                                TensorCoord const& coords, int row0, int col0) {
     cap(params, acc);
     if (slope != 0.0f) {
-      const int shift = row0 + params.seqlen_k - params.seqlen_q - col0;
+      const Distance distance(params, coords, row0, col0);
       CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) {
-        acc(i) -= slope * static_cast<float>(abs(cute::get<0>(coords(i)) - cute::get<1>(coords(i)) + shift));
-      }
+      for (int i = 0; i < cute::size(acc); ++i) acc(i) = fmaf(-slope, distance.abs_at(coords, i), acc(i));
     }
   }
 };

@@ -8,7 +8,8 @@
 //              sliding window only those in [m_block_min, m_block_max), common/mask.h):
 //                S  = Q Kᵀ, dP = dO Vᵀ      tensor cores, operands by ldmatrix from smem
 //                P  = exp2(S scale log2e - LSE log2e), masked entries 0   (recomputed, not stored)
-//                     (kHasScoreMod: S through softcap/ALiBi first, common/score_mod.h)
+//                     (kHasOptions: S through softcap/ALiBi first, common/score_mod.h; the
+//                     window, too, exists only in these kernels)
 //                dS = P (dP - D)                       (times 1 - tanh² with softcap)
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
@@ -39,7 +40,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasScoreMod>
+template <class Traits, bool kIsCausal, bool kHasOptions>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -57,7 +58,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int batch = blockIdx.z;
   const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
   const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, params.window_left, params.window_right};
+  // The plain kernels see no window: the query-block bounds and compares fold to the causal ones.
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
+                           kHasOptions ? params.window_right : -1};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
 
 
@@ -232,7 +235,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       auto process_query_block = [&](auto masked_tag) __attribute__((always_inline)) {
         constexpr bool kMasked = decltype(masked_tag)::value;
         // ALiBi's slope is per query head: read (from L1) once per tile.
-        [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
+        [[maybe_unused]] const float alibi_slope = kHasOptions ? ScoreMod::slope(params, batch, head) : 0.0f;
         Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
         Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
         clear(acc_s);
@@ -243,11 +246,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                        smem_copy_qdo, smem_copy_kv, tid);
 
         // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
-        if constexpr (kHasScoreMod) ScoreMod::cap(params, acc_s);  // softcap (or scale); ALiBi below
+        // Option kernels: S in score units (softcap's tanh, or q·k), ALiBi's bias subtracted per
+        // element, 1 - tanh² from the capped score (score_mod.h).
+        if constexpr (kHasOptions) ScoreMod::cap(params, acc_s);
         Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
         Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
         const float* lse_log2 = smem_lse + stage * kBlockM;
         const float* dsum = smem_dsum + stage * kBlockM;
+        [[maybe_unused]] const float score_scale_log2 = kHasOptions ? params.score_unit_log2 : params.scale_log2;
+        // 1 with a softcap, 0 without: dscore = 1 - capped² * this, no branch per element.
+        [[maybe_unused]] const float tanh_weight = params.softcap > 0.0f ? 1.0f : 0.0f;
+        [[maybe_unused]] const ScoreMod::Distance distance(params, tScS, m0, n0);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           const int row = get<0>(tScS_rc(r, 0));
@@ -258,11 +267,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
             // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
             float p;
             [[maybe_unused]] float dscore = 1.0f;
-            if constexpr (kHasScoreMod) {
+            if constexpr (kHasOptions) {
               const float capped = scores(r, c);
-              const float score = capped - ScoreMod::bias(params, alibi_slope, m0 + row, n0 + get<1>(tScS_rc(r, c)));
-              p = fast_exp2(score * kScoreModLog2e - row_lse_log2);
-              dscore = fmaf(-capped * capped, params.softcap_inv_sq, 1.0f);
+              const float score = fmaf(-alibi_slope, distance.abs_at(tScS_rc, r, c), capped);
+              p = fast_exp2(score * score_scale_log2 - row_lse_log2);
+              dscore = fmaf(-capped * capped, tanh_weight, 1.0f);
             } else {
               p = fast_exp2(scores(r, c) * params.scale_log2 - row_lse_log2);
             }
@@ -270,7 +279,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
               if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
             }
             scores(r, c) = p;
-            if constexpr (kHasScoreMod) {
+            if constexpr (kHasOptions) {
               dp(r, c) = p * (dp(r, c) - row_dsum) * dscore;
             } else {
               dp(r, c) = p * (dp(r, c) - row_dsum);

@@ -16,9 +16,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasScoreMod>
+template <class Traits, bool kIsCausal, bool kHasOptions>
 Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t stream) {
-  auto kernel = &bwd_kernel<Traits, kIsCausal, kHasScoreMod>;
+  auto kernel = &bwd_kernel<Traits, kIsCausal, kHasOptions>;
   if (smem_bytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
@@ -53,9 +53,10 @@ Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  // Four kernels: causal or not, times with or without softcap/ALiBi (the window is runtime data).
+  // Four kernels: causal or not, times plain or with options (window, softcap, ALiBi; runtime data
+  // of the one option kernel).
   Status status;
-  if (params.has_score_mod) {
+  if (params.has_options) {
     status = params.causal ? launch_bwd_kernel<Traits, true, true>(params, smem_bytes, stream)
                            : launch_bwd_kernel<Traits, false, true>(params, smem_bytes, stream);
   } else {

@@ -4,9 +4,10 @@
 //   mainloop   key blocks from last to first (the masked ones come first, so the mask check is a
 //              uniform branch on the block index):
 //                S = Q Kᵀ           tensor cores, operands streamed by ldmatrix from smem
-//                score options      softcap, ALiBi (kHasScoreMod kernels only; common/score_mod.h)
+//                score options      softcap, ALiBi (kHasOptions kernels only; common/score_mod.h)
 //                mask               only on blocks that straddle the diagonal, the window's edges
-//                                   or seqlen_k; blocks wholly outside the window never run
+//                                   or seqlen_k; blocks wholly outside the window never run (the
+//                                   window, too, exists only in the kHasOptions kernels)
 //                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
 //                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
 //              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
@@ -31,7 +32,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasScoreMod>
+template <class Traits, bool kIsCausal, bool kHasOptions>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -48,7 +49,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
 
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, params.window_left, params.window_right};
+  // The plain kernels see no window: the left-edge trip counts and compares fold away.
+  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
+                           kHasOptions ? params.window_right : -1};
   const int n_block_begin = mask.n_block_begin(m_block, kBlockM, kBlockN);  // 0 without a left window bound
   const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
   if (n_block_end <= n_block_begin) {
@@ -145,10 +148,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   //   two K/V buffers: K[n-1] and V[n-1] load into the other buffers during the whole iteration.
   // cp.async groups are committed even when empty (the last block) so the wait counts stay fixed.
   int stage = 0;
-  // With softcap or ALiBi the scores leave the products already scaled (score_mod.h): the softmax
-  // then takes them with scale 1.
-  [[maybe_unused]] const float alibi_slope = kHasScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
-  const float softmax_scale_log2 = kHasScoreMod ? kScoreModLog2e : params.scale_log2;
+  // The option kernels keep scores in units of score_unit (softcap, or the softmax scale: then
+  // as the plain kernels do), score_mod.h; the softmax scales by that unit.
+  [[maybe_unused]] const float alibi_slope = kHasOptions ? ScoreMod::slope(params, batch, head) : 0.0f;
+  const float softmax_scale_log2 = kHasOptions ? params.score_unit_log2 : params.scale_log2;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
@@ -167,7 +170,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
-    if constexpr (kHasScoreMod) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
+    if constexpr (kHasOptions) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
@@ -205,7 +208,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
   Tensor tScS_rc = make_tensor(tScS.data(), accumulator_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
-  softmax.finalize(acc_o, kHasScoreMod ? 1.0f : params.softmax_scale, lse,
+  softmax.finalize(acc_o, kHasOptions ? params.score_unit : params.softmax_scale, lse,
                    [&](int r) { return mask.row_sees_a_key(m0 + get<0>(tScS_rc(r, 0))); });
   store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }

@@ -12,9 +12,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasScoreMod>
+template <class Traits, bool kIsCausal, bool kHasOptions>
 Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, kIsCausal, kHasScoreMod>;
+  auto kernel = &fwd_kernel<Traits, kIsCausal, kHasOptions>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
@@ -31,18 +31,19 @@ using FwdTraitsFor = FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCau
                                fwd_tile_size(kHeadDim, kIsCausal).block_n, fwd_tile_size(kHeadDim, kIsCausal).warps,
                                fwd_tile_size(kHeadDim, kIsCausal).kv_stages>;
 
-// Four kernels per (dtype, head dim): causal or not, times with or without the score options
-// (softcap, ALiBi). The sliding window is runtime data of every one of them (common/mask.h).
-template <typename Element, int kHeadDim, bool kHasScoreMod>
-Status run_fwd_scored(const FwdParams& params, cudaStream_t stream) {
-  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true, kHasScoreMod>(params, stream)
-                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false, kHasScoreMod>(params, stream);
+// Four kernels per (dtype, head dim): causal or not, times plain or with options (sliding window,
+// softcap, ALiBi: one option kernel serves every combination, the options being runtime data of
+// it), so a plain call runs code with no trace of any option and the instantiations stay at four.
+template <typename Element, int kHeadDim, bool kHasOptions>
+Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
+  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true, kHasOptions>(params, stream)
+                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false, kHasOptions>(params, stream);
 }
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  return params.has_score_mod ? run_fwd_scored<Element, kHeadDim, true>(params, stream)
-                              : run_fwd_scored<Element, kHeadDim, false>(params, stream);
+  return params.has_options ? run_fwd_variant<Element, kHeadDim, true>(params, stream)
+                              : run_fwd_variant<Element, kHeadDim, false>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80
