@@ -6,8 +6,8 @@
 #      runs per head dim), the kernel-family and dispatch tests under auto;
 #   2. compute-sanitizer memcheck / racecheck / synccheck on CudaBackwardSanitize, sm90;
 #   3. bench/bench.py --hopper, backward and fwd_bwd, flashcore vs cuDNN;
-#   4. the dev harness (built on the host, carried): variant 2 (kDqFirst) checked and timed against
-#      the default at bf16 d128;
+#   4. the dev harness (built on the host, carried): variants 3 (d128, kDqFirst off) and 4 (d64,
+#      kBlockM = 128) checked and timed against the default;
 #   5. bench_lib.py: default vs deterministic vs cuDNN through flash_attn_func;
 #   6. the CLI fuzzer, 300 problems, --kernels sm90.
 # Each step under its own timeout; summary.txt and logs.tgz (re-packed after each step) come back.
@@ -70,15 +70,21 @@ say "bench: rc=$?, $(( $(date +%s) - s0 )) s"
 grep -E "cuDNN geometric|ran .* cells" "$logs/bench/"*.md 2>/dev/null | head -20 | tee -a "$S"
 cp "$logs/bench/"*.md "$logs/bench/"*.json "$out/" 2>/dev/null
 pack
-# ---- 4. harness: variant 2 vs default, bf16 d128
+# ---- 4. harness (dev/sm90_bwd/build.sh on the host with TUS="bwd_sm90_bf16_hdim128 bwd_sm90_bf16_hdim64"
+#      VARIANTS=1, libfc_sm90_bwd.so copied into dev/sm90_bwd/ of the carried tree): each variant
+#      checked (variant 4 is a new tile: the full case list) and timed against the default.
+#      Variant 3: d128 with kDqFirst off (the order before run 2); variant 4: d64 with kBlockM = 128.
 (
   cd dev/sm90_bwd
-  CHECK_DIMS=128 VARIANT=2 OUT=$logs CHECK_NAME=variant2_checks.jsonl timeout 30 python3 check.py --quick \
-    >"$logs/variant2_check.log" 2>&1
-  echo "variant 2 check: rc=$? ok=$(grep -c '^OK' "$logs/variant2_check.log") \
-$(grep -E '^FAIL|cases' "$logs/variant2_check.log" | head -5 | tr '\n' ' ')"
-  VARIANTS=2 timeout 40 python3 bench.py >"$logs/variant2_bench.txt" 2>&1
-  echo "variant 2 bench: rc=$?"; cat "$logs/variant2_bench.txt"
+  for spec in "128 3 --quick" "64 4"; do
+    set -- $spec
+    CHECK_DIMS=$1 VARIANT=$2 OUT=$logs CHECK_NAME=variant$2_checks.jsonl timeout 60 python3 check.py $3 \
+      >"$logs/variant$2_check.log" 2>&1
+    echo "variant $2 check: rc=$? ok=$(grep -c '^OK' "$logs/variant$2_check.log") \
+$(grep -E '^FAIL|cases' "$logs/variant$2_check.log" | head -5 | tr '\n' ' ')"
+    BENCH_D=$1 VARIANTS=$2 timeout 40 python3 bench.py >"$logs/variant$2_bench.txt" 2>&1
+    echo "variant $2 bench: rc=$?"; cat "$logs/variant$2_bench.txt"
+  done
 ) 2>&1 | tee -a "$S"
 pack
 

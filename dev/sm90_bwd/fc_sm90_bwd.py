@@ -22,7 +22,7 @@ def kernel_dim(d):
     return next(k for k in KERNEL_DIMS if k >= d)
 
 
-VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu), at d128
+VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 3 at d128, 4 at d64
 
 
 def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None):
@@ -43,7 +43,8 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
     assert lse.stride(2) == 1
     strides += [lse.stride(0), lse.stride(1)]
     arr = (ctypes.c_int64 * 26)(*strides)
-    ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, kd, int(deterministic), _SM_COUNT)
+    ws_dim = kd if variant < 0 else 128  # capi.cu plans every variant's workspace as d128
+    ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
     workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
     err = ctypes.create_string_buffer(512)
     rc = _LIB.fc_sm90_bwd(int(q.dtype == torch.bfloat16), kd if variant < 0 else 1000 + variant, q.data_ptr(), k.data_ptr(), v.data_ptr(),

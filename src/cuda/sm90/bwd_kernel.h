@@ -42,8 +42,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cutlass::arch::ClusterTransactionBarrier::init(&shared.barrier_kv, 1);
     cutlass::arch::ClusterBarrier::init(&shared.barrier_kv_empty, Traits::kConsumerWarps);
-    Pipeline::init(shared.pipeline_q, Traits::kConsumerWarps);
-    Pipeline::init(shared.pipeline_do, Traits::kConsumerWarps);
+    // Every consumer thread arrives on a Q/dO stage's empty barrier (bwd_mainloop.h says why), so
+    // the arrival count is the consumer threads, not warps as in the forward.
+    Pipeline::init(shared.pipeline_q, Traits::kConsumerThreads);
+    Pipeline::init(shared.pipeline_do, Traits::kConsumerThreads);
   }
   cutlass::arch::fence_barrier_init();
   __syncthreads();

@@ -256,13 +256,14 @@ struct BwdMainloop {
         warpgroup_fence_operand(tdKrdK);
         warpgroup_fence_operand(tdVrP);  // the RS products have retired: their A registers are free
         warpgroup_fence_operand(tdKrdS);
-        // Lane 0 arrives for the warp, and an mbarrier arrive releases only its own thread's
-        // accesses: the warp barrier orders every lane's reads of this stage's lse_log2 / dsum rows
-        // (plain loads, unlike the tiles, which only wgmma reads) before it, so the producer's
-        // next bulk copy into the stage cannot overtake them (compute-sanitizer racecheck).
-        __syncwarp();
-        pipeline_q.consumer_release(q_state);
-        pipeline_do.consumer_release(do_state);
+        // Every thread arrives, not one lane per warp (TmaPipeline::consumer_release): an mbarrier
+        // arrive releases only the arriving thread's own accesses, and each thread has read this
+        // stage's lse_log2 / dsum rows with plain loads (the tiles only wgmma reads). So the
+        // producer's next bulk copy into the stage is ordered after every read, without relying
+        // on the warp's lockstep (a __syncwarp here compiles to a NOP, which compute-sanitizer's
+        // racecheck cannot see).
+        cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_q.empty[q_state.index]);
+        cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_do.empty[do_state.index]);
         q_state.advance();
         do_state.advance();
         ds_buf ^= 1;
