@@ -26,6 +26,7 @@
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/common/softmax.h"
 #include "cuda/common/tile_scheduler.h"
 #include "cuda/params.h"
@@ -48,14 +49,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int batch = tile.batch;
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
+  const SeqlenInfo seq(params, batch);  // varlen: this sequence's lengths and first rows
+  if (m0 >= seq.seqlen_q) return;       // varlen: the grid covers the longest sequence
 
   // The plain kernels see no window: the left-edge trip counts and compares fold away.
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
+  const AttentionMask mask{seq.seqlen_q, seq.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
                            kHasOptions ? params.window_right : -1};
   const int n_block_begin = mask.n_block_begin(m_block, kBlockM, kBlockN);  // 0 without a left window bound
   const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
   if (n_block_end <= n_block_begin) {
-    write_empty_block<Traits>(params, m_block, head, batch);
+    write_empty_block<Traits>(params, seq, m_block, head, batch);
     return;
   }
   const int n_block_unmasked = mask.n_block_unmasked(m_block, kBlockM, kBlockN);
@@ -63,17 +66,21 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
   // head_dim are predicated off.
-  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch + head * params.q_strides.head;
-  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch + kv_head * params.k_strides.head;
-  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch + kv_head * params.v_strides.head;
-  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
-  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch +
+                      seq.row_q * params.q_strides.row + head * params.q_strides.head;
+  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch +
+                      seq.row_k * params.k_strides.row + kv_head * params.k_strides.head;
+  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch +
+                      seq.row_k * params.v_strides.row + kv_head * params.v_strides.head;
+  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + seq.row_q * params.o_strides.row +
+                head * params.o_strides.head;
+  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seq.seqlen_q, Int<kHeadDim>{}),
                           make_stride(params.q_strides.row, _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(seq.seqlen_k, Int<kHeadDim>{}),
                           make_stride(params.k_strides.row, _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(seq.seqlen_k, Int<kHeadDim>{}),
                           make_stride(params.v_strides.row, _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(seq.seqlen_q, Int<kHeadDim>{}),
                           make_stride(params.o_strides.row, _1{}));
   Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
@@ -120,15 +127,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tid);
 
   auto load_k = [&](int n, int stage) {
-    cp_async_tile_zero_fill(tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
+    cp_async_tile_zero_fill(tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, seq.seqlen_k - n * kBlockN, params.head_dim);
   };
   auto load_v = [&](int n, int stage) {
-    cp_async_tile_zero_fill(tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
+    cp_async_tile_zero_fill(tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, seq.seqlen_k - n * kBlockN, params.head_dim);
   };
 
   // Prologue: Q with the first K block; with two K/V buffers the first V block too, as its own
   // cp.async group so the first Q Kᵀ waits for Q and K only.
-  const int rows_q = params.seqlen_q - m0;
+  const int rows_q = seq.seqlen_q - m0;
   cp_async_tile_zero_fill(tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
   int n_block = n_block_end - 1;
   load_k(n_block, 0);
@@ -170,7 +177,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
-    if constexpr (kHasOptions) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
+    if constexpr (kHasOptions) ScoreMod::apply(params, mask.diagonal(), alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
@@ -208,7 +215,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
   softmax.finalize(acc_o, kHasOptions ? params.score_unit : params.softmax_scale, lse);
-  store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
+  store_output<Traits>(params, seq, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
 }  // namespace flashcore::cuda::sm80

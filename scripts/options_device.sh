@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call for the options work (issue 16), on binaries built beforehand on a CPU machine
+# (so the lease's time goes to running): the GPU suite and the fuzzer on the sm80 family, the
+# plain-kernel A/B against a base tree, each option's cost, then the varlen Python tests and
+# benchmark, and a time-boxed sample of flash_attn's own tests through scripts/fa_compat.
+#   prebuilt/opt/{flashcore_gpu_tests,flashcore}  the tree under test (sm80, d64/d128, bf16+fp16)
+#   build/ab-new/tools/flashcore, build/ab-base/tools/flashcore   CLIs for scripts/ab.sh (d128 bf16)
+#   prebuilt/varlen/libflashcore_c.so             a later tree with varlen (sm80, d128 bf16)
+#   prebuilt/test_flash_attn.py                   flash_attn's test file (fetched, not committed)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-build/device-out}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
+t0=$(date +%s)
+stamp() { echo "=== $1 (+$(( $(date +%s) - t0 )) s)"; }
+
+stamp "gpu tests (sm80 family)"
+timeout 120 prebuilt/opt/flashcore_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+echo "rc $?"; grep -E "^\[  (FAILED|PASSED) |tests ran|SKIPPED \]" "$out/gpu_tests.log" | head -20
+
+stamp "fuzz with options, sm80"
+timeout 60 prebuilt/opt/flashcore fuzz --device cuda --kernels sm80 --count 300 --seed 5 >"$out/fuzz.log" 2>&1
+echo "rc $?"; grep -vE "^\s*skipped " "$out/fuzz.log" | tail -8
+
+stamp "A/B plain kernels (base dd3e29c vs new), d128 bf16, sm80"
+AB_PREBUILT=1 AB_PASS=both AB_ROUNDS=2 AB_HEAD_DIMS=128 AB_CARRY=. AB_ARGS="--kernels sm80" \
+  AB_SHAPES="128:8192:0 128:16384:1" OUT="$out" timeout 90 bash scripts/ab.sh . 2>&1 | tail -12
+
+stamp "option costs (base and new), d128 bf16, sm80"
+OPT_ROUNDS=1 timeout 120 bash scripts/options_cost.sh build/ab-base/tools/flashcore build/ab-new/tools/flashcore 2>&1 | tee "$out/options_cost.txt"
+
+export FLASHCORE_LIBRARY="$PWD/prebuilt/varlen/libflashcore_c.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
+stamp "varlen python tests on CUDA (bf16; d128 build)"
+timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_varlen.py -k "cuda and (bf16 or dense)" 2>&1 | tail -6
+
+stamp "varlen benchmark"
+timeout 60 python3 bench/varlen_bench.py 2>&1 | tail -8
+
+stamp "flash_attn's tests, a sample"
+timeout 100 python3 scripts/fa_compat/run_sample.py prebuilt/test_flash_attn.py --fraction 0.0005 --seed 16 --budget 60 --out "$out" 2>&1 | tail -30
+stamp done
