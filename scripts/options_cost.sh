@@ -18,7 +18,6 @@ cases=(
   "8k window 8191,8191 (options kernel, nothing masked)|--seqlen 8192 --batch 2 --heads 16 --window 8190,8190"
   "16k causal|--seqlen 16384 --batch 1 --heads 16 --causal"
   "16k causal window 1024,0|--seqlen 16384 --batch 1 --heads 16 --causal --window 1024,0"
-  "16k window 1024,1024|--seqlen 16384 --batch 1 --heads 16 --window 1024,1024"
 )
 printf "%-52s %-10s %9s %9s %9s %9s\n" case cli fwd_ms bwd_ms fwd_TF bwd_TF
 for c in "${cases[@]}"; do

@@ -81,18 +81,31 @@ def test_varlen_forward_lse_and_gradients(device, dtype, lens_q, lens_k, nheads,
 
 
 def test_varlen_matches_dense_for_equal_lengths(device):
-    """Equal lengths: the varlen call is the dense one on reshaped tensors, bit for bit."""
-    batch, seqlen, nheads, headdim = 3, 50, 4, 64
-    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, dtype=torch.bfloat16, device=device) for _ in range(3))
-    dense = flash_attn_func(q, k, v, causal=True)
+    """Equal lengths: the varlen call is the dense one on reshaped tensors, bit for bit, LSE and
+    gradients included (head dims 64 and 59: the latter runs on staged copies), and so are the
+    packed variants."""
+    batch, seqlen, nheads = 3, 50, 4
     cu = cu_seqlens([seqlen] * batch, device)
-    flat = lambda t: t.reshape(batch * seqlen, nheads, headdim)
-    packed = flash_attn_varlen_func(flat(q), flat(k), flat(v), cu, cu, seqlen, seqlen, causal=True)
-    assert torch.equal(packed, flat(dense))
-    kv = torch.stack((flat(k), flat(v)), dim=1)
-    assert torch.equal(flash_attn_varlen_kvpacked_func(flat(q), kv, cu, cu, seqlen, seqlen, causal=True), packed)
-    qkv = torch.stack((flat(q), flat(k), flat(v)), dim=1)
-    assert torch.equal(flash_attn_varlen_qkvpacked_func(qkv, cu, seqlen, causal=True), packed)
+    for headdim in (64, 59):
+        flat = lambda t: t.reshape(batch * seqlen, nheads, headdim)
+        q, k, v = (torch.randn(batch, seqlen, nheads, headdim, dtype=torch.bfloat16, device=device,
+                               requires_grad=True) for _ in range(3))
+        # deterministic: the GPU's dQ atomics would otherwise add in a different order each run
+        dense, dense_lse, _ = flash_attn_func(q, k, v, causal=True, deterministic=True, return_attn_probs=True)
+        packed, packed_lse, _ = flash_attn_varlen_func(flat(q), flat(k), flat(v), cu, cu, seqlen, seqlen, causal=True,
+                                                       deterministic=True, return_attn_probs=True)
+        assert torch.equal(packed, flat(dense))
+        assert torch.equal(packed_lse, dense_lse.permute(1, 0, 2).reshape(nheads, batch * seqlen))
+        dout = torch.randn_like(dense)
+        grads_dense = torch.autograd.grad(dense, (q, k, v), dout)
+        grads_packed = torch.autograd.grad(packed, (q, k, v), flat(dout))
+        for g_dense, g_packed in zip(grads_dense, grads_packed):
+            assert torch.equal(g_dense, g_packed)
+        q, k, v = (flat(t.detach()) for t in (q, k, v))
+        kv = torch.stack((k, v), dim=1)
+        assert torch.equal(flash_attn_varlen_kvpacked_func(q, kv, cu, cu, seqlen, seqlen, causal=True), packed)
+        qkv = torch.stack((q, k, v), dim=1)
+        assert torch.equal(flash_attn_varlen_qkvpacked_func(qkv, cu, seqlen, causal=True), packed)
 
 
 @pytest.mark.parametrize("offsets,max_q,match", [

@@ -21,22 +21,27 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 # (pattern in the failure text, reason): first match wins.
+# (pattern in the failure's message, i.e. its exception line, reason): first match wins. The
+# traceback is not searched: the tests' own source lines (dropout_p=..., kvcache) appear in it.
 REASONS = [
-    (r"has no kernel for dtype|no kernel for head_dim|FLASHCORE_HEAD_DIMS", "not in this trimmed build"),
+    (r"has no kernel for dtype|no CUDA kernel for|FLASHCORE_HEAD_DIMS", "not in this trimmed build"),
     (r"dropout_p", "dropout"),
     (r"flash_attn_with_kvcache|apply_rotary_emb|block_table", "KV cache"),
+    (r"flash_attn_gpu|_flash_attn_varlen_forward|_flash_attn_forward", "flash_attn's internal entry points"),
     (r"NotImplementedError", "other missing option"),
     (r"out of memory", "out of memory"),
-    (r"AssertionError|assert ", "wrong number"),
+    (r"illegal memory access", "CUDA illegal memory access (then every later case)"),
+    (r"AssertionError|^assert ", "wrong number"),
 ]
 
 
-def reason_of(text):
-    for pattern, reason in REASONS:
-        if re.search(pattern, text):
-            return reason
-    first = text.strip().splitlines()[0] if text.strip() else "unknown"
-    return first[:100]
+def reason_of(message, text):
+    for source in (message, text):
+        for pattern, reason in REASONS:
+            if re.search(pattern, source, re.MULTILINE):
+                return reason
+    first = (message or text).strip().splitlines()
+    return first[0][:100] if first else "unknown"
 
 
 def main():
@@ -63,7 +68,8 @@ def main():
         failure = case.find("failure") if case.find("failure") is not None else case.find("error")
         if failure is not None:
             counts["failed"] += 1
-            reason = reason_of((failure.get("message") or "") + "\n" + (failure.text or ""))
+            reason = reason_of(failure.get("message") or "", (failure.text or "").strip().splitlines()[-1:][0]
+                               if (failure.text or "").strip() else "")
             reasons[reason] += 1
             by_function[function]["failed: " + reason] += 1
         elif case.find("skipped") is not None:

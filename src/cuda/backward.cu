@@ -56,8 +56,10 @@ detail::AttentionProblem kernel_problem(const BackwardParams& params, const deta
   return *staged ? staged_problem(p) : p;
 }
 
-// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h).
+// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h); dense calls'
+// tensors as given (their rank-3 LSE is no packed tensor).
 BackwardParams dense_views(const BackwardParams& params) {
+  if (!params.cu_seqlens_q.present()) return params;
   BackwardParams d = params;
   for (TensorView* t : {&d.q, &d.k, &d.v, &d.out, &d.dout, &d.lse, &d.dq, &d.dk, &d.dv}) *t = packed_as_dense(*t);
   return d;

@@ -38,8 +38,10 @@ detail::AttentionProblem kernel_problem(const ForwardParams& params, const detai
   return *staged ? staged_problem(p) : p;
 }
 
-// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h).
+// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h); dense calls'
+// tensors as given (their rank-3 LSE is no packed tensor).
 ForwardParams dense_views(const ForwardParams& params) {
+  if (!params.cu_seqlens_q.present()) return params;
   ForwardParams d = params;
   for (TensorView* t : {&d.q, &d.k, &d.v, &d.out, &d.lse}) *t = packed_as_dense(*t);
   return d;

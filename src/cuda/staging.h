@@ -28,7 +28,8 @@ detail::AttentionProblem staged_problem(const detail::AttentionProblem& p);
 
 // A packed varlen tensor (total, heads, head_dim) as the kernels and the staging read it: a
 // (1, total, heads, head_dim) view with batch stride 0 (each sequence's first row comes from
-// cu_seqlens). A (heads, total) LSE becomes (1, heads, total). Other views are returned as given.
+// cu_seqlens). A (heads, total) LSE becomes (1, heads, total). Only for varlen calls: a dense
+// call's (batch, heads, seqlen) LSE has rank 3 too.
 inline TensorView packed_as_dense(const TensorView& t) {
   if (!t.present() || t.rank == 4 || t.rank < 2) return t;
   TensorView d = t;

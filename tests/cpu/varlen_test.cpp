@@ -30,7 +30,7 @@ TEST_P(Varlen, ForwardAndBackwardMatchThePerSequenceReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Varlen, ::testing::ValuesIn(varlen_cases()),
-                         [](const ::testing::TestParamInfo<VarlenCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<VarlenCase>& param_info) { return std::string(param_info.param.name); });
 
 // ---- validation ----
 

@@ -62,9 +62,9 @@ TEST_P(CudaVarlen, ForwardAndBackwardMatchThePerSequenceReference) {
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaVarlen,
                          ::testing::Combine(::testing::ValuesIn(varlen_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),
-                         [](const ::testing::TestParamInfo<VarlenParam>& info) {
-                           return std::string(std::get<0>(info.param).name) +
-                                  (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
+                         [](const ::testing::TestParamInfo<VarlenParam>& param_info) {
+                           return std::string(std::get<0>(param_info.param).name) +
+                                  (std::get<1>(param_info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
                          });
 
 }  // namespace
