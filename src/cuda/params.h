@@ -50,8 +50,8 @@ struct ProblemParams {
   int window_right = -1;
   // Score options (common/score_mod.h).
   bool has_score_mod = false;  // softcap > 0 or alibi_slopes
-  // Any option (window, softcap or ALiBi): a family with option kernels runs those, and its plain
-  // kernels carry no code for any option.
+  // Any option (window, softcap or ALiBi): with has_score_mod, which of a family's kernel variants
+  // runs (common/kernel_variant.h); its plain kernels carry no code for any option.
   bool has_options = false;
   float softcap = 0;           // 0: off
   float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)

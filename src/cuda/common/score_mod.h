@@ -16,9 +16,9 @@
 // once per tile, the constant folded, |.| a free operand modifier. Converting d per element (I2F)
 // runs at a quarter of the FMA rate, like the MUFU.
 //
-// Kernels take all of this (and the sliding window, common/mask.h) behind one compile-time switch
-// (kHasOptions), so the plain kernels carry no code for any option; within the option kernels
-// softcap and ALiBi are uniform branches per tile.
+// Kernels take all of this behind their compile-time variant (common/kernel_variant.h: kScoreMod),
+// so the plain and window-only kernels carry none of it; within the score-option kernels softcap
+// and ALiBi are uniform branches per tile.
 #pragma once
 
 #include <cute/tensor.hpp>

@@ -4,10 +4,10 @@
 //   mainloop   key blocks from last to first (the masked ones come first, so the mask check is a
 //              uniform branch on the block index):
 //                S = Q Kᵀ           tensor cores, operands streamed by ldmatrix from smem
-//                score options      softcap, ALiBi (kHasOptions kernels only; common/score_mod.h)
+//                score options      softcap, ALiBi (kScoreMod kernels only; common/score_mod.h)
 //                mask               only on blocks that straddle the diagonal, the window's edges
 //                                   or seqlen_k; blocks wholly outside the window never run (the
-//                                   window, too, exists only in the kHasOptions kernels)
+//                                   window exists only in the kWindow and kScoreMod kernels)
 //                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
 //                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
 //              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
@@ -22,6 +22,7 @@
 #include "cuda/sm80/copy.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm80/fwd_epilogue.h"
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
@@ -33,7 +34,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasOptions>
+template <class Traits, bool kIsCausal, KernelVariant kVariant>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -52,9 +53,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const SeqlenInfo seq(params, batch);  // varlen: this sequence's lengths and first rows
   if (m0 >= seq.seqlen_q) return;       // varlen: the grid covers the longest sequence
 
-  // The plain kernels see no window: the left-edge trip counts and compares fold away.
-  const AttentionMask mask{seq.seqlen_q, seq.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
-                           kHasOptions ? params.window_right : -1};
+  // Kernels without the window see none: the left-edge trip counts and compares fold away.
+  constexpr bool kWindow = has_window(kVariant);
+  constexpr bool kScoreMod = has_score_mod(kVariant);
+  const AttentionMask mask{seq.seqlen_q, seq.seqlen_k, kIsCausal, kWindow ? params.window_left : -1,
+                           kWindow ? params.window_right : -1};
   const int n_block_begin = mask.n_block_begin(m_block, kBlockM, kBlockN);  // 0 without a left window bound
   const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
   if (n_block_end <= n_block_begin) {
@@ -155,10 +158,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   //   two K/V buffers: K[n-1] and V[n-1] load into the other buffers during the whole iteration.
   // cp.async groups are committed even when empty (the last block) so the wait counts stay fixed.
   int stage = 0;
-  // The option kernels keep scores in units of score_unit (softcap, or the softmax scale: then
-  // as the plain kernels do), score_mod.h; the softmax scales by that unit.
-  [[maybe_unused]] const float alibi_slope = kHasOptions ? ScoreMod::slope(params, batch, head) : 0.0f;
-  const float softmax_scale_log2 = kHasOptions ? params.score_unit_log2 : params.scale_log2;
+  // The score-option kernels keep scores in units of score_unit (softcap, or the softmax scale:
+  // then as the plain kernels do), score_mod.h; the softmax scales by that unit.
+  [[maybe_unused]] const float alibi_slope = kScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
+  const float softmax_scale_log2 = kScoreMod ? params.score_unit_log2 : params.scale_log2;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
@@ -177,7 +180,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
-    if constexpr (kHasOptions) ScoreMod::apply(params, mask.diagonal(), alibi_slope, acc_s, tScS, m0, n * kBlockN);
+    if constexpr (kScoreMod) ScoreMod::apply(params, mask.diagonal(), alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
@@ -214,7 +217,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
-  softmax.finalize(acc_o, kHasOptions ? params.score_unit : params.softmax_scale, lse);
+  softmax.finalize(acc_o, kScoreMod ? params.score_unit : params.softmax_scale, lse);
   store_output<Traits>(params, seq, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
