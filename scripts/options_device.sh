@@ -8,6 +8,14 @@
 #   build/ab-base/tools/flashcore                 the base tree's CLI (sm80, d128 bf16)
 #   prebuilt/varlen/libflashcore_c.so             a later tree with varlen (sm80, d128 bf16)
 #   prebuilt/test_flash_attn.py                   flash_attn's test file (fetched, not committed)
+# Built on the CPU machine from snapshots (git archive <commit> | tar -x -C DIR), e.g. for the tree:
+#   cmake -S DIR -B DIR/build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA=ON \
+#     -DFLASHCORE_CUDA_ARCHS=90-real -DFLASHCORE_KERNEL_FAMILIES=sm80 "-DFLASHCORE_HEAD_DIMS=64;128" \
+#     "-DFLASHCORE_DTYPES=bf16;fp16" -DFLASHCORE_BUILD_EXAMPLES=OFF -DCUTLASS_DIR=... -DFLASHCORE_GTEST_SOURCE_DIR=...
+#   ninja -C DIR/build/gpu flashcore_gpu_tests flashcore_cli flashcore_c
+# then copied (strip -g) into the device folder with the tree; the binaries link libcudart.so.13,
+# found on the device under /usr/local/cuda (LD_LIBRARY_PATH below). Failures naming a head dim
+# the build lacks are the trimming, not bugs. About 300 s on the H100 (2026-11-24).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-build/device-out}"
