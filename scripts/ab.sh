@@ -20,6 +20,9 @@
 #                 default grid took ~7 minutes on the H100 (most of it the CLI's host-side set-up
 #                 at 16k tokens), so trim AB_SHAPES or AB_ROUNDS to fit a call
 #   AB_CARRY      .carry (CuTe headers) location, default .carry
+#   AB_PREBUILT   set: build nothing; build/ab-new and build/ab-base already hold the two CLIs
+#                 (built on a CPU machine and carried, so the device's time goes to timing)
+#   AB_ARGS       extra CLI flags for every run of both sides (e.g. "--kernels sm80 --softcap 30")
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -41,11 +44,13 @@ build() {  # build <source tree> <build dir>
     cmake --build "$2" --target flashcore_cli flashcore_c -j"$(nproc)" >"$2.build.log" 2>&1
 }
 start=$(date +%s)
-build "$root" "$root/build/ab-new" & new_pid=$!
-build "$base" "$root/build/ab-base" & base_pid=$!
-wait $new_pid || { echo "ab: build of this tree failed"; tail -n 30 "$root/build/ab-new.build.log" "$root/build/ab-new.configure.log"; exit 1; }
-wait $base_pid || { echo "ab: build of the base tree failed"; tail -n 30 "$root/build/ab-base.build.log"; exit 1; }
-echo "ab: both builds in $(( $(date +%s) - start )) s"
+if [ -z "${AB_PREBUILT:-}" ]; then
+  build "$root" "$root/build/ab-new" & new_pid=$!
+  build "$base" "$root/build/ab-base" & base_pid=$!
+  wait $new_pid || { echo "ab: build of this tree failed"; tail -n 30 "$root/build/ab-new.build.log" "$root/build/ab-new.configure.log"; exit 1; }
+  wait $base_pid || { echo "ab: build of the base tree failed"; tail -n 30 "$root/build/ab-base.build.log"; exit 1; }
+  echo "ab: both builds in $(( $(date +%s) - start )) s"
+fi
 
 backward_flag=""
 [ "$pass" != "fwd" ] && backward_flag="--backward"
@@ -56,6 +61,8 @@ for shape in $shapes; do
   args=(run --device cuda --dtype "${dtypes%%;*}" --head-dim "$d" --seqlen "$s" --batch $((16384 / s))
         --heads $((2048 / d)) --warmup 5 --repeats 20 --json $backward_flag)
   [ "$causal" = 1 ] && args+=(--causal)
+  # shellcheck disable=SC2206
+  [ -n "${AB_ARGS:-}" ] && args+=(${AB_ARGS})
   for r in $(seq "$rounds"); do
     for side in base new; do
       line=$("$root/build/ab-$side/tools/flashcore" "${args[@]}") || { echo "ab: $side failed on $shape"; exit 1; }

@@ -70,7 +70,8 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
                                    const std::vector<double>& k, const std::vector<double>& v,
                                    const std::vector<double>& dout, int num_threads = 0);
 
-// dq and dk when seqlen_k == 1: every row sees one key (or none), the softmax is constant, the
+// dq and dk when every row sees one key (or none): seqlen_k == 1, or a window of (0, 0). The
+// softmax is constant, the
 // exact dq and dk are 0 and so is the baseline's error, and the rule's bound collapses to 2 ulp at
 // magnitude 0. FlashAttention's backward forms dS = dP - D from two fp32 dot products of the same
 // terms summed in different orders (dP = dO·V by the tensor cores, D = rowsum(dO·O) with O = V),

@@ -30,6 +30,20 @@
 //            differs by a per-row constant: the same output, an LSE shifted by that constant;
 //            flashcore's LSE is the one of the formula above on every path.
 //   The LSE is always log(sum_j exp(s_ij)) of the scores the softmax saw (capped, biased).
+//   varlen:  variable-length batches (FlashAttention's varlen layout). With cu_seqlens_q present,
+//            the sequences are packed along the first dimension:
+//              q, out, dq, dout : (total_q, heads_q,  head_dim)
+//              k, v, dk, dv     : (total_k, heads_kv, head_dim)
+//              lse              : (heads_q, total_q), float32
+//            cu_seqlens_q / cu_seqlens_k (int32, (batch + 1), on q's device) hold each sequence's
+//            first row and, last, the total: sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b+1])
+//            of q and [cu_seqlens_k[b], cu_seqlens_k[b+1]) of k and v; no pair crosses sequences,
+//            and causal, the window and ALiBi are aligned per sequence (bottom-right of each one's
+//            own score matrix). max_seqlen_q / max_seqlen_k (>= 1) bound every length. Offsets on
+//            the host are checked (start at 0, never decrease, end at the total, lengths within the
+//            max); offsets on a GPU are not read by the validation (that would synchronise), so
+//            bad ones there give undefined results within the tensors' bounds. A sequence may be
+//            empty; one with queries but no keys gives output 0 and LSE -inf.
 //
 // Non-finite inputs (NaN or ±inf in q, k or v) give what the plain formula
 // softmax(s) = exp(s - max s) / sum exp(s - max s) computes over the keys a row sees; masked keys
@@ -103,6 +117,11 @@ struct ForwardParams {
   std::int64_t window_right = -1;  // -1: unbounded; causal implies 0
   float softcap = 0.0f;            // 0: off
   TensorView alibi_slopes;         // optional float32 (heads_q) or (batch, heads_q)
+  // Variable-length batches (see "varlen" above); absent cu_seqlens_q: the dense layout.
+  TensorView cu_seqlens_q;  // int32 (batch + 1)
+  TensorView cu_seqlens_k;  // int32 (batch + 1)
+  std::int64_t max_seqlen_q = 0;
+  std::int64_t max_seqlen_k = 0;
 };
 
 struct BackwardParams {
@@ -132,6 +151,11 @@ struct BackwardParams {
   std::int64_t window_right = -1;
   float softcap = 0.0f;
   TensorView alibi_slopes;
+  // The forward's variable-length layout.
+  TensorView cu_seqlens_q;
+  TensorView cu_seqlens_k;
+  std::int64_t max_seqlen_q = 0;
+  std::int64_t max_seqlen_k = 0;
 };
 
 Status forward(const ForwardParams& params);

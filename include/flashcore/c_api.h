@@ -43,13 +43,14 @@ extern "C" {
 
 /* Bumped whenever a struct layout or a function signature below changes, so a binding can refuse
  * a library it was not written for. */
-#define FLASHCORE_C_ABI_VERSION 2
+#define FLASHCORE_C_ABI_VERSION 3
 
 /* flashcore_tensor.dtype */
 enum {
   FLASHCORE_DTYPE_FLOAT16 = 0,
   FLASHCORE_DTYPE_BFLOAT16 = 1,
-  FLASHCORE_DTYPE_FLOAT32 = 2 /* the LSE's type */
+  FLASHCORE_DTYPE_FLOAT32 = 2, /* the LSE's type */
+  FLASHCORE_DTYPE_INT32 = 3    /* cu_seqlens */
 };
 
 /* flashcore_tensor.device */
@@ -133,6 +134,14 @@ typedef struct flashcore_options {
   /* NULL (the default) or data == NULL: no ALiBi; else float32 slopes (heads_q) or (batch, heads_q)
    * on the tensors' device, adding -slope * |i + seqlen_k - seqlen_q - j| to the scores. */
   const flashcore_tensor* alibi_slopes;
+  /* Variable-length batches (flashcore/attention.h, "varlen"): NULL (the default) or data == NULL:
+   * the dense layout. Else int32 (batch + 1) offsets on the tensors' device, and q, out, dq, dout
+   * are (total_q, heads_q, head_dim), k, v, dk, dv (total_k, heads_kv, head_dim), lse
+   * (heads_q, total_q); max_seqlen_q / max_seqlen_k (>= 1) bound every sequence's length. */
+  const flashcore_tensor* cu_seqlens_q;
+  const flashcore_tensor* cu_seqlens_k;
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
 } flashcore_options;
 
 /* Fills *options with the defaults (window_left and window_right -1, every other field 0 or NULL)

@@ -11,7 +11,7 @@
 
 namespace flashcore {
 
-enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2 };
+enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kInt32 = 3 };  // int32: cu_seqlens only
 enum class Device : int { kCPU = 0, kCUDA = 1 };
 
 const char* dtype_name(DType dtype);

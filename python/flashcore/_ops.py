@@ -36,16 +36,25 @@ def _launch_context(device):
     return None, torch.get_num_threads(), None
 
 
-def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
-    """(out, lse) from the library; out is contiguous whatever q's strides."""
-    batch, seqlen_q, nheads, _ = q.shape
+def _lse_shape(q, varlen):
+    """The LSE's shape: (batch, nheads, seqlen_q), or (nheads, total_q) for packed sequences."""
+    if varlen:
+        return (q.shape[1], q.shape[0])
+    return (q.shape[0], q.shape[2], q.shape[1])
+
+
+def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
+                cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+    """(out, lse) from the library; out is contiguous whatever q's strides. With cu_seqlens_q/k the
+    tensors are packed (total, nheads, headdim) sequences (flash_attn's varlen layout)."""
     out = torch.empty_like(q, memory_format=_CONTIGUOUS)
-    lse = q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
-    descriptors, views = pack(q, k, v, out, lse, alibi_slopes)
+    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=_FLOAT32)
+    descriptors, views = pack(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     stream, num_threads, guard = _launch_context(q.device)
     options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads,
                                        window_left=window_left, window_right=window_right, softcap=softcap,
-                                       alibi_slopes=views[5]))
+                                       alibi_slopes=views[5], cu_seqlens_q=views[6], cu_seqlens_k=views[7],
+                                       max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k))
     if guard is None:
         status = lib.forward(*views[:5], options)
     else:
@@ -57,7 +66,8 @@ def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1,
 
 
 def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1,
-                 softcap=0.0, alibi_slopes=None):
+                 softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
+                 max_seqlen_k=0):
     """(dq, dk, dv) from the library, given the forward's out and lse."""
     # Autograd may hand over a broadcast gradient (out.sum()'s has stride 0 everywhere); the library
     # needs headdim contiguous, so only then is dout copied.
@@ -66,11 +76,12 @@ def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, 
     dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
     dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
     dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
-    descriptors, views = pack(q, k, v, out, dout, lse, dq, dk, dv, alibi_slopes)
+    descriptors, views = pack(q, k, v, out, dout, lse, dq, dk, dv, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     stream, num_threads, guard = _launch_context(q.device)
     options = lib.options(softmax_scale, causal, deterministic, stream=stream, num_threads=num_threads,
                           window_left=window_left, window_right=window_right, softcap=softcap,
-                          alibi_slopes=views[9])
+                          alibi_slopes=views[9], cu_seqlens_q=views[10], cu_seqlens_k=views[11],
+                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if guard is None:
         _backward_call(views[:9], options, q.device)
     else:
@@ -98,31 +109,37 @@ def _backward_call(views, options, device):
 @torch.library.custom_op("flashcore::attention_forward", mutates_args=())
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
                       deterministic: bool, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                      alibi_slopes: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+                      cu_seqlens_k: Optional[torch.Tensor] = None, max_seqlen_q: int = 0,
+                      max_seqlen_k: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse). `deterministic` does not change the forward; it is an input so that the
     autograd formula can hand it to the backward."""
-    return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)
+    return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
+                       cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
 
 @attention_forward.register_fake
-def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
-    batch, seqlen_q, nheads, _ = q.shape
-    return torch.empty_like(q, memory_format=_CONTIGUOUS), q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
+def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
+      cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+    return (torch.empty_like(q, memory_format=_CONTIGUOUS),
+            q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=_FLOAT32))
 
 
 @torch.library.custom_op("flashcore::attention_backward", mutates_args=())
 def attention_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                        lse: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool,
                        window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                       alibi_slopes: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+                       cu_seqlens_k: Optional[torch.Tensor] = None, max_seqlen_q: int = 0,
+                       max_seqlen_k: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the forward's out and lse."""
     return run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left, window_right,
-                        softcap, alibi_slopes)
+                        softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
 
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
-      alibi_slopes=None):
+      alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
     return tuple(torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
 
 
@@ -138,25 +155,30 @@ def _refuse_double_backward(q, k, v):
             "or torch.nn.functional.scaled_dot_product_attention where second-order gradients are needed.")
 
 
-_OPTION_DEFAULTS = (-1, -1, 0.0, None)  # window_left, window_right, softcap, alibi_slopes
+# window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
+_OPTION_DEFAULTS = (-1, -1, 0.0, None, None, None, 0, 0)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, softmax_scale, causal, deterministic, *options = inputs
-    window_left, window_right, softcap, alibi_slopes = (*options, *_OPTION_DEFAULTS[len(options):])
+    (window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+     max_seqlen_k) = (*options, *_OPTION_DEFAULTS[len(options):])
     ctx.num_inputs = len(inputs)
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
+    ctx.save_for_backward(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
     ctx.window_left, ctx.window_right, ctx.softcap = window_left, window_right, softcap
+    ctx.max_seqlen_q, ctx.max_seqlen_k = max_seqlen_q, max_seqlen_k
 
 
 def _op_backward(ctx, dout, dlse):
-    # The LSE is an auxiliary output the public functions never return, so dlse carries nothing.
-    q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
+    # The LSE is returned for inspection (return_attn_probs); like flash_attn, flashcore does not
+    # differentiate through it, so dlse carries nothing.
+    q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
     _refuse_double_backward(q, k, v)
     dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
-                                    ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes)
+                                    ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes, cu_seqlens_q,
+                                    cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k)
     return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
@@ -169,31 +191,32 @@ class _EagerAttention(torch.autograd.Function):
     """The custom ops' autograd formula without the dispatcher round trips."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, deterministic, window_left, window_right, softcap, alibi_slopes):
-        out, lse = run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)
-        ctx.save_for_backward(q, k, v, out, lse, alibi_slopes)
-        ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
-        ctx.window_left, ctx.window_right, ctx.softcap = window_left, window_right, softcap
-        return out
+    def forward(ctx, q, k, v, softmax_scale, causal, deterministic, *options):
+        out, lse = run_forward(q, k, v, softmax_scale, causal, *options)
+        _setup_context(ctx, (q, k, v, softmax_scale, causal, deterministic, *options), (out, lse))
+        ctx.mark_non_differentiable(lse)
+        return out, lse
 
     @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse, alibi_slopes = ctx.saved_tensors
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
         _refuse_double_backward(q, k, v)
         dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
-                                  ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes)
-        return dq, dk, dv, None, None, None, None, None, None, None
+                                  ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes, cu_seqlens_q,
+                                  cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k)
+        return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
 def attention(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
-              alibi_slopes=None):
-    """out for checked inputs, by the cheapest route that is correct in the current context."""
+              alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+    """(out, lse) for checked inputs, by the cheapest route that is correct in the current context.
+    The LSE is (batch, nheads, seqlen_q), or (nheads, total_q) with cu_seqlens; it takes no gradient."""
+    options = (window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+               max_seqlen_k)
     plain = (type(q) is torch.Tensor and type(k) is torch.Tensor and type(v) is torch.Tensor
              and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0)
     if not plain:
-        return attention_forward(q, k, v, softmax_scale, causal, deterministic, window_left, window_right, softcap,
-                                 alibi_slopes)[0]
+        return attention_forward(q, k, v, softmax_scale, causal, deterministic, *options)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _EagerAttention.apply(q, k, v, softmax_scale, causal, deterministic, window_left, window_right,
-                                     softcap, alibi_slopes)
-    return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes)[0]
+        return _EagerAttention.apply(q, k, v, softmax_scale, causal, deterministic, *options)
+    return run_forward(q, k, v, softmax_scale, causal, *options)

@@ -17,6 +17,7 @@ _DTYPE_CODES = {
     torch.float16: lib.DTYPE_FLOAT16,
     torch.bfloat16: lib.DTYPE_BFLOAT16,
     torch.float32: lib.DTYPE_FLOAT32,
+    torch.int32: lib.DTYPE_INT32,
 }
 _DEVICE_CODES = {"cpu": lib.DEVICE_CPU, "cuda": lib.DEVICE_CUDA}
 _CUDA_CODES = (lib.DEVICE_CPU, lib.DEVICE_CUDA)  # indexed by Tensor.is_cuda
@@ -35,6 +36,8 @@ _formats = {}  # descriptor count -> struct.Struct
 
 Q_LAYOUT = "(batch, seqlen_q, nheads, headdim)"
 KV_LAYOUT = "(batch, seqlen_k, nheads_k, headdim)"
+Q_LAYOUT_VARLEN = "(total_q, nheads, headdim)"
+KV_LAYOUT_VARLEN = "(total_k, nheads_k, headdim)"
 
 
 def pack(*tensors):
@@ -77,11 +80,13 @@ def check_tensor(name, t, rank, layout):
             f"{tuple(t.stride())}; call .contiguous() first")
 
 
-def check_attention_inputs(q, k, v):
-    """q, k, v: rank 4, float16/bfloat16 of one dtype, on one CPU or CUDA device, headdim contiguous."""
-    check_tensor("q", q, 4, Q_LAYOUT)
-    check_tensor("k", k, 4, KV_LAYOUT)
-    check_tensor("v", v, 4, KV_LAYOUT)
+def check_attention_inputs(q, k, v, varlen=False):
+    """q, k, v: rank 4 (rank 3, packed, with varlen), float16/bfloat16 of one dtype, on one CPU or
+    CUDA device, headdim contiguous."""
+    rank, q_layout, kv_layout = (3, Q_LAYOUT_VARLEN, KV_LAYOUT_VARLEN) if varlen else (4, Q_LAYOUT, KV_LAYOUT)
+    check_tensor("q", q, rank, q_layout)
+    check_tensor("k", k, rank, kv_layout)
+    check_tensor("v", v, rank, kv_layout)
     if q.dtype not in _INPUT_DTYPES:
         raise ValueError(f"flashcore: q: expected dtype torch.float16 or torch.bfloat16, got {q.dtype}")
     if q.device.type not in _DEVICE_CODES:
@@ -91,3 +96,16 @@ def check_attention_inputs(q, k, v):
             raise ValueError(f"flashcore: {name}: expected dtype {q.dtype} like q, got {t.dtype}")
         if t.device != q.device:
             raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
+
+
+def check_cu_seqlens(name, t, q):
+    """cu_seqlens_q / cu_seqlens_k: an int32 (batch + 1) tensor on q's device (the library checks
+    that the lengths match, and, for CPU tensors, the offsets themselves)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"flashcore: {name}: expected an int32 tensor of shape (batch + 1,), got {type(t).__name__}")
+    if t.dtype != torch.int32:
+        raise ValueError(f"flashcore: {name}: expected dtype torch.int32, got {t.dtype}")
+    if t.device != q.device:
+        raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
+    if t.dim() != 1 or t.numel() < 2:
+        raise ValueError(f"flashcore: {name}: expected shape (batch + 1,) with batch >= 1, got {tuple(t.shape)}")

@@ -1,9 +1,11 @@
 """The flash_attn 2.x functions, with the same signatures, layouts, defaults and return values, so
 that `from flashcore import flash_attn_func` replaces `from flash_attn import flash_attn_func`.
 
-window_size, softcap and alibi_slopes follow flash_attn 2.x (flashcore/attention.h states the
-rules). Options flashcore does not implement yet (dropout_p, return_attn_probs) raise
-NotImplementedError naming the option; none is silently ignored.
+window_size, softcap, alibi_slopes and the varlen functions' cu_seqlens follow flash_attn 2.x
+(flashcore/attention.h states the rules). return_attn_probs=True returns (out, softmax_lse, None):
+the LSE as flash_attn gives it, and no S_dmask, which flash_attn too returns only with dropout.
+Options flashcore does not implement yet (dropout_p, block_table) raise NotImplementedError naming
+the option; none is silently ignored.
 """
 
 import math
@@ -12,17 +14,22 @@ import numbers
 import torch
 
 from flashcore._ops import attention
-from flashcore._tensors import check_attention_inputs, check_tensor
+from flashcore._tensors import check_attention_inputs, check_cu_seqlens, check_tensor
 
 
 def _check_window_size(window_size):
-    """window_size must be a pair of ints, as in flash_attn (where None is an error too)."""
+    """window_size must be a pair of ints (or a two-element integer tensor, which flash_attn's own
+    tests pass), as in flash_attn (where None is an error too). Returns it as a tuple of ints."""
+    if isinstance(window_size, torch.Tensor) and window_size.numel() == 2 and not window_size.is_floating_point() \
+            and window_size.dtype != torch.bool:
+        return tuple(int(w) for w in window_size.tolist())
     if not isinstance(window_size, (tuple, list)):
         raise TypeError(f"flashcore: window_size: expected a (left, right) pair of ints, got "
                         f"{type(window_size).__name__} {window_size!r}; (-1, -1) means no window")
     if len(window_size) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, bool)
                                         for w in window_size):
         raise ValueError(f"flashcore: window_size: expected a (left, right) pair of ints, got {window_size!r}")
+    return tuple(int(w) for w in window_size)
 
 
 def _check_softcap(softcap):
@@ -52,11 +59,16 @@ def _check_alibi_slopes(alibi_slopes, q):
 
 
 def _reject_unsupported(dropout_p, window_size, return_attn_probs):
-    _check_window_size(window_size)
     if dropout_p != 0.0:
         raise NotImplementedError(f"flashcore: dropout_p={dropout_p} is not supported yet (only 0.0)")
-    if return_attn_probs:
-        raise NotImplementedError("flashcore: return_attn_probs=True is not supported yet (only False)")
+
+
+def _check_max_seqlen(name, value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = int(value.item())
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"flashcore: {name}: expected an int, got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def _softmax_scale(softmax_scale, headdim):
@@ -80,12 +92,24 @@ def _softmax_scale(softmax_scale, headdim):
     return value
 
 
-def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes):
-    check_attention_inputs(q, k, v)
+def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes, return_attn_probs,
+               varlen=None):
+    """out, or (out, softmax_lse, None) with return_attn_probs. varlen: (cu_seqlens_q, cu_seqlens_k,
+    max_seqlen_q, max_seqlen_k) for packed sequences."""
+    check_attention_inputs(q, k, v, varlen is not None)
+    window_size = _check_window_size(window_size)
     softcap = _check_softcap(softcap)
     alibi_slopes = _check_alibi_slopes(alibi_slopes, q)
-    return attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic),
-                     int(window_size[0]), int(window_size[1]), softcap, alibi_slopes)
+    packed = ()
+    if varlen is not None:
+        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = varlen
+        check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q)
+        check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, q)
+        packed = (cu_seqlens_q, cu_seqlens_k, _check_max_seqlen("max_seqlen_q", max_seqlen_q),
+                  _check_max_seqlen("max_seqlen_k", max_seqlen_k))
+    out, lse = attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic),
+                         int(window_size[0]), int(window_size[1]), softcap, alibi_slopes, *packed)
+    return (out, lse, None) if return_attn_probs else out
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -101,10 +125,12 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     softcap: > 0 caps the scores at softcap * tanh(score / softcap). alibi_slopes: float32
     (nheads,) or (batch, nheads); adds -slope * |i + seqlen_k - seqlen_q - j| to the scores.
     deterministic: bit-identical gradients run after run.
-    Returns out: (batch, seqlen_q, nheads, headdim).
+    Returns out: (batch, seqlen_q, nheads, headdim); with return_attn_probs (out, softmax_lse, None),
+    softmax_lse (batch, nheads, seqlen_q) float32.
     """
     _reject_unsupported(dropout_p, window_size, return_attn_probs)
-    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -116,7 +142,8 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     if kv.shape[2] != 2:
         raise ValueError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=2)  # views: no copy
-    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -128,7 +155,55 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     if qkv.shape[2] != 3:
         raise ValueError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=2)  # views: no copy
-    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes)
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs)
 
 
-__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func"]
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """flash_attn_func over packed sequences of different lengths.
+
+    q: (total_q, nheads, headdim); k, v: (total_k, nheads_k, headdim); cu_seqlens_q / cu_seqlens_k:
+    int32 (batch + 1,) offsets of each sequence's first row (the last is the total), on q's device;
+    max_seqlen_q / max_seqlen_k: the longest sequence of each. No query sees another sequence's
+    keys; causal, window_size and ALiBi are aligned per sequence (bottom-right). alibi_slopes:
+    (nheads,) or (batch, nheads). Returns out: (total_q, nheads, headdim); with return_attn_probs
+    (out, softmax_lse (nheads, total_q) float32, None). block_table (paged KV) is not supported.
+    """
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
+    if block_table is not None:
+        raise NotImplementedError("flashcore: block_table (paged KV cache) is not supported yet (only None)")
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                                    softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flash_attn_varlen_func with k and v packed: kv (total_k, 2, nheads_k, headdim)."""
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
+    check_tensor("kv", kv, 4, "(total_k, 2, nheads_k, headdim)")
+    if kv.shape[1] != 2:
+        raise ValueError(f"flashcore: kv: dimension 1 must be 2 (k, v), got shape {tuple(kv.shape)}")
+    k, v = kv.unbind(dim=1)  # views: no copy
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
+                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """flash_attn_varlen_func with q, k and v packed: qkv (total, 3, nheads, headdim), one set of
+    offsets for queries and keys."""
+    _reject_unsupported(dropout_p, window_size, return_attn_probs)
+    check_tensor("qkv", qkv, 4, "(total, 3, nheads, headdim)")
+    if qkv.shape[1] != 3:
+        raise ValueError(f"flashcore: qkv: dimension 1 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
+    q, k, v = qkv.unbind(dim=1)  # views: no copy
+    return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
+                      return_attn_probs, (cu_seqlens, cu_seqlens, max_seqlen, max_seqlen))
+
+
+__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
+           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func"]

@@ -1,6 +1,6 @@
 """Every bad input gets a clear exception naming the argument, before anything runs; options
-flashcore does not implement raise NotImplementedError naming the option (window_size, softcap and
-alibi_slopes are implemented: test_options.py checks their values)."""
+flashcore does not implement raise NotImplementedError naming the option (window_size, softcap,
+alibi_slopes and return_attn_probs are implemented: test_options.py and test_varlen.py check them)."""
 
 import math
 
@@ -18,7 +18,6 @@ def qkv(device="cpu", dtype=torch.float16, batch=2, seqlen_q=8, seqlen_k=8, nhea
 
 @pytest.mark.parametrize("option,value", [
     ("dropout_p", 0.1),
-    ("return_attn_probs", True),
 ])
 @pytest.mark.parametrize("function", ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func"])
 def test_unsupported_options_name_the_option(function, option, value):

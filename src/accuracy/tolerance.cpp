@@ -21,6 +21,7 @@ Format format_of(DType dtype) {
     case DType::kBFloat16:
       return {7, -126};
     case DType::kFloat32:
+    case DType::kInt32:  // no attention values are int32 (only cu_seqlens)
       return {23, -126};
   }
   return {23, -126};
@@ -96,15 +97,19 @@ double single_key_gradient_bound(const ReferenceProblem& p, DType dtype, const s
                                  const std::vector<double>& dout, bool for_dq) {
   const std::int64_t d = p.head_dim;
   const std::int64_t group = p.heads_q / p.heads_kv;
-  double max_dot = 0.0;  // max over query rows of sum_i |dO_i V_i|, V the row's one key
+  // max over query rows of sum_i |dO_i V_i|, V the row's one key: any key of its (batch, kv
+  // head), which covers a window of (0, 0) as well as seqlen_k == 1.
+  double max_dot = 0.0;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
       for (std::int64_t h = 0; h < p.heads_q; ++h) {
         const double* o = dout.data() + ((b * p.seqlen_q + i) * p.heads_q + h) * d;
-        const double* vr = v.data() + (b * p.seqlen_k * p.heads_kv + h / group) * d;
-        double dot = 0.0;
-        for (std::int64_t c = 0; c < d; ++c) dot += std::fabs(o[c] * vr[c]);
-        max_dot = std::max(max_dot, dot);
+        for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
+          const double* vr = v.data() + ((b * p.seqlen_k + j) * p.heads_kv + h / group) * d;
+          double dot = 0.0;
+          for (std::int64_t c = 0; c < d; ++c) dot += std::fabs(o[c] * vr[c]);
+          max_dot = std::max(max_dot, dot);
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include "api/cuda_backend.h"
 #include "api/problem.h"
+#include "api/varlen_split.h"
 #include "cpu/cpu_backend.h"
 
 namespace flashcore {
@@ -29,6 +30,7 @@ const char* kernel_family_name(KernelFamily family) {
 Status forward(const ForwardParams& params) {
   detail::AttentionProblem problem;
   FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
+  if (problem.varlen() && problem.backend != Backend::kCuda) return detail::forward_by_sequence(params, problem);
   switch (problem.backend) {
     case Backend::kCpu: return cpu::flash_forward(params, problem);
     case Backend::kCpuReference: return cpu::reference_forward(params, problem);
@@ -52,6 +54,7 @@ Status backward_workspace_size(const BackwardParams& params, std::size_t* bytes)
 Status backward(const BackwardParams& params) {
   detail::AttentionProblem problem;
   FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
+  if (problem.varlen() && problem.backend != Backend::kCuda) return detail::backward_by_sequence(params, problem);
   switch (problem.backend) {
     case Backend::kCpu: return cpu::flash_backward(params, problem);
     case Backend::kCpuReference: return cpu::reference_backward(params, problem);

@@ -30,10 +30,17 @@ struct AttentionProblem {
   // the problem's device; null: no ALiBi; stride 0 for (heads_q) slopes).
   const float* alibi_slopes = nullptr;
   std::int64_t alibi_batch_stride = 0;
+  // Variable-length batches (attention.h, "varlen"): seqlen_q / seqlen_k above are then the
+  // max_seqlen bounds, and the tensors are packed along total_q / total_k rows.
+  const std::int32_t* cu_seqlens_q = nullptr;  // null: the dense layout
+  const std::int32_t* cu_seqlens_k = nullptr;
+  std::int64_t total_q = 0;
+  std::int64_t total_k = 0;
 
   std::int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
   bool has_window() const { return window_left >= 0 || (window_right >= 0 && !causal); }
   bool has_score_mod() const { return softcap > 0.0f || alibi_slopes != nullptr; }
+  bool varlen() const { return cu_seqlens_q != nullptr; }
 };
 
 // Check every argument and fill `problem`. On failure nothing else has happened and the message

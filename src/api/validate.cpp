@@ -90,46 +90,129 @@ class Checker {
 constexpr const char* kQDims = "(batch, seqlen_q, heads_q, head_dim)";
 constexpr const char* kKDims = "(batch, seqlen_k, heads_kv, head_dim)";
 constexpr const char* kLseDims = "(batch, heads_q, seqlen_q)";
+constexpr const char* kQDimsVarlen = "(total_q, heads_q, head_dim)";
+constexpr const char* kKDimsVarlen = "(total_k, heads_kv, head_dim)";
+constexpr const char* kLseDimsVarlen = "(heads_q, total_q)";
+
+// The variable-length arguments of a call (attention.h, "varlen").
+struct VarlenArgs {
+  const TensorView& cu_seqlens_q;
+  const TensorView& cu_seqlens_k;
+  std::int64_t max_seqlen_q;
+  std::int64_t max_seqlen_k;
+  bool present() const { return cu_seqlens_q.present() || cu_seqlens_k.present(); }
+};
+
+// cu_seqlens_q / cu_seqlens_k: int32 (batch + 1) on q's device; on the host, their values too.
+Status check_cu_seqlens(const Checker& c, const char* name, const char* max_name, const TensorView& t,
+                        std::int64_t batch, std::int64_t total, std::int64_t max_seqlen, Device device,
+                        const char* total_name) {
+  FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, t, 1, "(batch + 1)"));
+  FLASHCORE_RETURN_IF_ERROR(c.check_like(name, t, DType::kInt32, device));
+  if (batch >= 0 && t.shape[0] != batch + 1) {
+    return c.fail(name, "expected shape (" + std::to_string(batch + 1) + ") like cu_seqlens_q (batch + 1), got (" +
+                            std::to_string(t.shape[0]) + ")");
+  }
+  if (t.shape[0] < 2) return c.fail(name, "expected at least 2 offsets (batch + 1, batch >= 1), got 1");
+  if (device != Device::kCPU) return Status::Ok();
+  const auto* offsets = static_cast<const std::int32_t*>(t.data);
+  if (offsets[0] != 0) return c.fail(name, "must start at 0, got " + std::to_string(offsets[0]));
+  for (std::int64_t b = 0; b + 1 < t.shape[0]; ++b) {
+    const std::int64_t length = static_cast<std::int64_t>(offsets[b + 1]) - offsets[b];
+    if (length < 0) {
+      return c.fail(name, "must not decrease, got " + std::to_string(offsets[b]) + " then " +
+                              std::to_string(offsets[b + 1]) + " at index " + std::to_string(b));
+    }
+    if (length > max_seqlen) {
+      return c.fail(name, "sequence " + std::to_string(b) + " has length " + std::to_string(length) + ", above " +
+                              max_name + " (" + std::to_string(max_seqlen) + ")");
+    }
+  }
+  if (offsets[t.shape[0] - 1] != total) {
+    return c.fail(name, "must end at " + std::string(total_name) + " (" + std::to_string(total) + "), got " +
+                            std::to_string(offsets[t.shape[0] - 1]));
+  }
+  return Status::Ok();
+}
 
 // The checks forward() and backward() share: q, k, v, the options, and the backend choice.
 Status check_common(const Checker& c, const TensorView& q, const TensorView& k, const TensorView& v,
                     const std::optional<float>& softmax_scale, bool causal, Backend backend, KernelFamily kernels,
-                    int num_threads, AttentionProblem* p) {
-  FLASHCORE_RETURN_IF_ERROR(c.check_layout("q", q, 4, kQDims));
-  FLASHCORE_RETURN_IF_ERROR(c.check_layout("k", k, 4, kKDims));
-  FLASHCORE_RETURN_IF_ERROR(c.check_layout("v", v, 4, kKDims));
+                    int num_threads, const VarlenArgs& varlen, AttentionProblem* p) {
+  if (varlen.present()) {
+    // Packed rows (attention.h, "varlen"): (total, heads, head_dim) and the offsets.
+    if (!varlen.cu_seqlens_q.present()) return c.fail("cu_seqlens_q", "is null but cu_seqlens_k is given");
+    if (!varlen.cu_seqlens_k.present()) return c.fail("cu_seqlens_k", "is null but cu_seqlens_q is given");
+    if (varlen.max_seqlen_q < 1) {
+      return c.fail("max_seqlen_q", "must be at least 1 with cu_seqlens_q, got " + std::to_string(varlen.max_seqlen_q));
+    }
+    if (varlen.max_seqlen_k < 1) {
+      return c.fail("max_seqlen_k", "must be at least 1 with cu_seqlens_k, got " + std::to_string(varlen.max_seqlen_k));
+    }
+    if (varlen.max_seqlen_q > INT32_MAX || varlen.max_seqlen_k > INT32_MAX) {
+      return c.fail(varlen.max_seqlen_q > INT32_MAX ? "max_seqlen_q" : "max_seqlen_k", "must fit in int32");
+    }
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("q", q, 3, kQDimsVarlen));
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("k", k, 3, kKDimsVarlen));
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("v", v, 3, kKDimsVarlen));
+  } else {
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("q", q, 4, kQDims));
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("k", k, 4, kKDims));
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout("v", v, 4, kKDims));
+  }
   if (q.dtype != DType::kFloat16 && q.dtype != DType::kBFloat16) {
     return c.fail("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(q.dtype));
   }
   FLASHCORE_RETURN_IF_ERROR(c.check_like("k", k, q.dtype, q.device));
   FLASHCORE_RETURN_IF_ERROR(c.check_like("v", v, q.dtype, q.device));
 
-  p->batch = q.shape[0];
-  p->seqlen_q = q.shape[1];
-  p->heads_q = q.shape[2];
-  p->head_dim = q.shape[3];
-  p->seqlen_k = k.shape[1];
-  p->heads_kv = k.shape[2];
+  const int d = varlen.present() ? 1 : 2;  // q's heads dimension
+  if (varlen.present()) {
+    p->batch = varlen.cu_seqlens_q.shape[0] - 1;
+    p->seqlen_q = varlen.max_seqlen_q;
+    p->seqlen_k = varlen.max_seqlen_k;
+    p->total_q = q.shape[0];
+    p->total_k = k.shape[0];
+  } else {
+    p->batch = q.shape[0];
+    p->seqlen_q = q.shape[1];
+    p->seqlen_k = k.shape[1];
+  }
+  p->heads_q = q.shape[d];
+  p->head_dim = q.shape[d + 1];
+  p->heads_kv = k.shape[d];
   p->dtype = q.dtype;
   p->device = q.device;
   p->causal = causal;
+  if (varlen.present()) {
+    FLASHCORE_RETURN_IF_ERROR(check_cu_seqlens(c, "cu_seqlens_q", "max_seqlen_q", varlen.cu_seqlens_q, -1, p->total_q,
+                                               p->seqlen_q, q.device, "q's total_q"));
+    FLASHCORE_RETURN_IF_ERROR(check_cu_seqlens(c, "cu_seqlens_k", "max_seqlen_k", varlen.cu_seqlens_k, p->batch,
+                                               p->total_k, p->seqlen_k, q.device, "k's total_k"));
+    p->cu_seqlens_q = static_cast<const std::int32_t*>(varlen.cu_seqlens_q.data);
+    p->cu_seqlens_k = static_cast<const std::int32_t*>(varlen.cu_seqlens_k.data);
+  }
 
   if (p->head_dim > kMaxHeadDim) {
     return c.fail("q", "head_dim must be at most " + std::to_string(kMaxHeadDim) + ", got " +
                            std::to_string(p->head_dim));
   }
-  if (k.shape[0] != p->batch) {
+  if (!varlen.present() && k.shape[0] != p->batch) {
     return c.fail("k", "batch " + std::to_string(k.shape[0]) + " does not match q's batch " + std::to_string(p->batch));
   }
-  if (k.shape[3] != p->head_dim) {
-    return c.fail("k", "head_dim " + std::to_string(k.shape[3]) + " does not match q's head_dim " +
+  if (k.shape[d + 1] != p->head_dim) {
+    return c.fail("k", "head_dim " + std::to_string(k.shape[d + 1]) + " does not match q's head_dim " +
                            std::to_string(p->head_dim));
   }
   if (p->heads_q % p->heads_kv != 0) {
     return c.fail("k", "heads_q (" + std::to_string(p->heads_q) + ") must be a multiple of heads_kv (" +
                            std::to_string(p->heads_kv) + ")");
   }
-  FLASHCORE_RETURN_IF_ERROR(c.check_shape("v", v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim, kKDims));
+  if (varlen.present()) {
+    FLASHCORE_RETURN_IF_ERROR(c.check_shape("v", v, p->total_k, p->heads_kv, p->head_dim, 0, kKDimsVarlen));
+  } else {
+    FLASHCORE_RETURN_IF_ERROR(c.check_shape("v", v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim, kKDims));
+  }
 
   if (softmax_scale && !std::isfinite(*softmax_scale)) {
     return c.fail("softmax_scale", "must be finite, got " + std::to_string(*softmax_scale));
@@ -227,18 +310,33 @@ Status check_score_options(const Checker& c, std::int64_t window_left, std::int6
 }
 
 Status check_lse(const Checker& c, const char* name, const TensorView& lse, const AttentionProblem& p) {
+  if (p.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, lse, 2, kLseDimsVarlen));
+    FLASHCORE_RETURN_IF_ERROR(c.check_like(name, lse, DType::kFloat32, p.device));
+    return c.check_shape(name, lse, p.heads_q, p.total_q, 0, 0, kLseDimsVarlen);
+  }
   FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, lse, 3, kLseDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_like(name, lse, DType::kFloat32, p.device));
   return c.check_shape(name, lse, p.batch, p.heads_q, p.seqlen_q, 0, kLseDims);
 }
 
 Status check_q_like(const Checker& c, const char* name, const TensorView& t, const AttentionProblem& p) {
+  if (p.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, t, 3, kQDimsVarlen));
+    FLASHCORE_RETURN_IF_ERROR(c.check_like(name, t, p.dtype, p.device));
+    return c.check_shape(name, t, p.total_q, p.heads_q, p.head_dim, 0, kQDimsVarlen);
+  }
   FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, t, 4, kQDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_like(name, t, p.dtype, p.device));
   return c.check_shape(name, t, p.batch, p.seqlen_q, p.heads_q, p.head_dim, kQDims);
 }
 
 Status check_k_like(const Checker& c, const char* name, const TensorView& t, const AttentionProblem& p) {
+  if (p.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, t, 3, kKDimsVarlen));
+    FLASHCORE_RETURN_IF_ERROR(c.check_like(name, t, p.dtype, p.device));
+    return c.check_shape(name, t, p.total_k, p.heads_kv, p.head_dim, 0, kKDimsVarlen);
+  }
   FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, t, 4, kKDims));
   FLASHCORE_RETURN_IF_ERROR(c.check_like(name, t, p.dtype, p.device));
   return c.check_shape(name, t, p.batch, p.seqlen_k, p.heads_kv, p.head_dim, kKDims);
@@ -248,8 +346,9 @@ Status check_k_like(const Checker& c, const char* name, const TensorView& t, con
 
 Status validate_forward(const ForwardParams& params, AttentionProblem* problem) {
   const Checker c("flashcore::forward");
+  const VarlenArgs varlen{params.cu_seqlens_q, params.cu_seqlens_k, params.max_seqlen_q, params.max_seqlen_k};
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
-                                         params.backend, params.kernels, params.num_threads, problem));
+                                         params.backend, params.kernels, params.num_threads, varlen, problem));
   FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
                                                 params.alibi_slopes, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
@@ -259,8 +358,9 @@ Status validate_forward(const ForwardParams& params, AttentionProblem* problem) 
 
 Status validate_backward(const BackwardParams& params, AttentionProblem* problem) {
   const Checker c("flashcore::backward");
+  const VarlenArgs varlen{params.cu_seqlens_q, params.cu_seqlens_k, params.max_seqlen_q, params.max_seqlen_k};
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
-                                         params.backend, params.kernels, params.num_threads, problem));
+                                         params.backend, params.kernels, params.num_threads, varlen, problem));
   FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
                                                 params.alibi_slopes, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));

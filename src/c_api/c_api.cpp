@@ -13,7 +13,8 @@
 // The C codes are the C++ enums' values, so conversion is a cast.
 static_assert(FLASHCORE_DTYPE_FLOAT16 == static_cast<int>(flashcore::DType::kFloat16) &&
               FLASHCORE_DTYPE_BFLOAT16 == static_cast<int>(flashcore::DType::kBFloat16) &&
-              FLASHCORE_DTYPE_FLOAT32 == static_cast<int>(flashcore::DType::kFloat32));
+              FLASHCORE_DTYPE_FLOAT32 == static_cast<int>(flashcore::DType::kFloat32) &&
+              FLASHCORE_DTYPE_INT32 == static_cast<int>(flashcore::DType::kInt32));
 static_assert(FLASHCORE_DEVICE_CPU == static_cast<int>(flashcore::Device::kCPU) &&
               FLASHCORE_DEVICE_CUDA == static_cast<int>(flashcore::Device::kCUDA));
 static_assert(FLASHCORE_BACKEND_AUTO == static_cast<int>(flashcore::Backend::kAuto) &&
@@ -70,10 +71,10 @@ Status invalid(const char* function, const char* name, const std::string& what) 
 Status to_view(const char* function, const char* name, const flashcore_tensor* tensor, TensorView* view) {
   *view = TensorView{};
   if (tensor == nullptr) return Status::Ok();
-  if (tensor->dtype < FLASHCORE_DTYPE_FLOAT16 || tensor->dtype > FLASHCORE_DTYPE_FLOAT32) {
+  if (tensor->dtype < FLASHCORE_DTYPE_FLOAT16 || tensor->dtype > FLASHCORE_DTYPE_INT32) {
     return invalid(function, name,
                    "unknown dtype code " + std::to_string(tensor->dtype) +
-                       " (expected 0 = float16, 1 = bfloat16 or 2 = float32)");
+                       " (expected 0 = float16, 1 = bfloat16, 2 = float32 or 3 = int32)");
   }
   if (tensor->device != FLASHCORE_DEVICE_CPU && tensor->device != FLASHCORE_DEVICE_CUDA) {
     return invalid(function, name,
@@ -143,6 +144,10 @@ Status apply_options(const char* function, const flashcore_options& o, Params* p
   params->window_left = o.window_left;
   params->window_right = o.window_right;
   params->softcap = o.softcap;
+  params->max_seqlen_q = o.max_seqlen_q;
+  params->max_seqlen_k = o.max_seqlen_k;
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "cu_seqlens_q", o.cu_seqlens_q, &params->cu_seqlens_q));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "cu_seqlens_k", o.cu_seqlens_k, &params->cu_seqlens_k));
   return to_view(function, "alibi_slopes", o.alibi_slopes, &params->alibi_slopes);
 }
 

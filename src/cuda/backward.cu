@@ -42,6 +42,10 @@ BwdParams make_params(const BackwardParams& params, const detail::AttentionProbl
   kp.dv_strides = strides_of(params.dv);
   kp.lse_strides = {params.lse.stride[0], params.lse.stride[1]};
   kp.deterministic = params.deterministic;
+  if (p.varlen()) {  // sequences start at cu_seqlens rows, not batch strides (staged copies have some)
+    kp.q_strides.batch = kp.k_strides.batch = kp.v_strides.batch = kp.o_strides.batch = kp.do_strides.batch = 0;
+    kp.dq_strides.batch = kp.dk_strides.batch = kp.dv_strides.batch = kp.lse_strides.batch = 0;
+  }
   return kp;
 }
 
@@ -50,6 +54,15 @@ detail::AttentionProblem kernel_problem(const BackwardParams& params, const deta
   *staged = needs_staging(p, {&params.q, &params.k, &params.v, &params.out, &params.dout, &params.dq, &params.dk,
                               &params.dv});
   return *staged ? staged_problem(p) : p;
+}
+
+// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h); dense calls'
+// tensors as given (their rank-3 LSE is no packed tensor).
+BackwardParams dense_views(const BackwardParams& params) {
+  if (!params.cu_seqlens_q.present()) return params;
+  BackwardParams d = params;
+  for (TensorView* t : {&d.q, &d.k, &d.v, &d.out, &d.dout, &d.lse, &d.dq, &d.dk, &d.dv}) *t = packed_as_dense(*t);
+  return d;
 }
 
 // Launches on the given workspace (the caller's, or one from the stream-ordered allocator).
@@ -62,10 +75,11 @@ Status launch(const BwdKernel& kernel, const BackwardParams& params, const detai
 
 }  // namespace
 
-Status backward_workspace_size(const BackwardParams& params, const detail::AttentionProblem& p, std::size_t* bytes) {
+Status backward_workspace_size(const BackwardParams& given, const detail::AttentionProblem& p, std::size_t* bytes) {
   constexpr const char* kSizeFn = "flashcore::backward_workspace_size";
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kSizeFn, &device));
+  const BackwardParams params = dense_views(given);
   bool staged = false;
   const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const BwdKernel* kernel = nullptr;
@@ -74,16 +88,18 @@ Status backward_workspace_size(const BackwardParams& params, const detail::Atten
   return Status::Ok();
 }
 
-Status backward(const BackwardParams& params, const detail::AttentionProblem& p) {
+Status backward(const BackwardParams& given, const detail::AttentionProblem& p) {
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFn, &device));
   TensorView workspace_view;
-  workspace_view.data = params.workspace;
+  workspace_view.data = given.workspace;
   FLASHCORE_RETURN_IF_ERROR(check_device_pointers(
       kFn, device,
-      {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"dout", &params.dout},
-       {"lse", &params.lse}, {"dq", &params.dq}, {"dk", &params.dk}, {"dv", &params.dv},
-       {"workspace", &workspace_view}, {"alibi_slopes", &params.alibi_slopes}}));
+      {{"q", &given.q}, {"k", &given.k}, {"v", &given.v}, {"out", &given.out}, {"dout", &given.dout},
+       {"lse", &given.lse}, {"dq", &given.dq}, {"dk", &given.dk}, {"dv", &given.dv},
+       {"workspace", &workspace_view}, {"alibi_slopes", &given.alibi_slopes},
+       {"cu_seqlens_q", &given.cu_seqlens_q}, {"cu_seqlens_k", &given.cu_seqlens_k}}));
+  const BackwardParams params = dense_views(given);
   bool staged = false;
   const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const BwdKernel* kernel = nullptr;
@@ -130,10 +146,11 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& p)
   return area.unstage(s.dv, params.dv);
 }
 
-Status backward_family(const BackwardParams& params, const detail::AttentionProblem& p, KernelFamily* family) {
+Status backward_family(const BackwardParams& given, const detail::AttentionProblem& p, KernelFamily* family) {
   constexpr const char* kFamilyFn = "flashcore::selected_kernels";
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFamilyFn, &device));
+  const BackwardParams params = dense_views(given);
   bool staged = false;
   const BwdKernel* kernel = nullptr;
   FLASHCORE_RETURN_IF_ERROR(

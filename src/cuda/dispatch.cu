@@ -160,6 +160,7 @@ unsigned problem_options(const detail::AttentionProblem& p) {
   if (p.has_window()) options |= KernelOption::kWindow;
   if (p.softcap > 0.0f) options |= KernelOption::kSoftcap;
   if (p.alibi_slopes != nullptr) options |= KernelOption::kAlibi;
+  if (p.varlen()) options |= KernelOption::kVarlen;
   return options;
 }
 
@@ -188,6 +189,8 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.alibi_unit_scale = static_cast<float>(1.0 / unit);
   pp.alibi_slopes = p.alibi_slopes;
   pp.alibi_batch_stride = p.alibi_batch_stride;
+  pp.cu_seqlens_q = p.cu_seqlens_q;
+  pp.cu_seqlens_k = p.cu_seqlens_k;
   pp.device = device;
   return pp;
 }

@@ -26,6 +26,9 @@ FwdParams make_params(const ForwardParams& params, const detail::AttentionProble
   kp.v_strides = strides_of(params.v);
   kp.o_strides = strides_of(params.out);
   if (params.lse.present()) kp.lse_strides = {params.lse.stride[0], params.lse.stride[1]};
+  if (p.varlen()) {  // sequences start at cu_seqlens rows, not batch strides (staged copies have some)
+    kp.q_strides.batch = kp.k_strides.batch = kp.v_strides.batch = kp.o_strides.batch = kp.lse_strides.batch = 0;
+  }
   return kp;
 }
 
@@ -35,14 +38,25 @@ detail::AttentionProblem kernel_problem(const ForwardParams& params, const detai
   return *staged ? staged_problem(p) : p;
 }
 
+// Varlen calls' packed tensors as (1, total, heads, head_dim) views (staging.h); dense calls'
+// tensors as given (their rank-3 LSE is no packed tensor).
+ForwardParams dense_views(const ForwardParams& params) {
+  if (!params.cu_seqlens_q.present()) return params;
+  ForwardParams d = params;
+  for (TensorView* t : {&d.q, &d.k, &d.v, &d.out, &d.lse}) *t = packed_as_dense(*t);
+  return d;
+}
+
 }  // namespace
 
-Status forward(const ForwardParams& params, const detail::AttentionProblem& p) {
+Status forward(const ForwardParams& given, const detail::AttentionProblem& p) {
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFn, &device));
   FLASHCORE_RETURN_IF_ERROR(check_device_pointers(
-      kFn, device, {{"q", &params.q}, {"k", &params.k}, {"v", &params.v}, {"out", &params.out}, {"lse", &params.lse},
-           {"alibi_slopes", &params.alibi_slopes}}));
+      kFn, device, {{"q", &given.q}, {"k", &given.k}, {"v", &given.v}, {"out", &given.out}, {"lse", &given.lse},
+           {"alibi_slopes", &given.alibi_slopes}, {"cu_seqlens_q", &given.cu_seqlens_q},
+           {"cu_seqlens_k", &given.cu_seqlens_k}}));
+  const ForwardParams params = dense_views(given);
   bool staged = false;
   const detail::AttentionProblem kp = kernel_problem(params, p, &staged);
   const FwdKernel* kernel = nullptr;
@@ -60,12 +74,13 @@ Status forward(const ForwardParams& params, const detail::AttentionProblem& p) {
   return area.unstage(s.out, params.out);
 }
 
-Status forward_family(const ForwardParams& params, const detail::AttentionProblem& p, KernelFamily* family) {
+Status forward_family(const ForwardParams& given, const detail::AttentionProblem& p, KernelFamily* family) {
   constexpr const char* kFamilyFn = "flashcore::selected_kernels";
   DeviceInfo device;
   FLASHCORE_RETURN_IF_ERROR(current_device(kFamilyFn, &device));
   bool staged = false;
   const FwdKernel* kernel = nullptr;
+  const ForwardParams params = dense_views(given);
   FLASHCORE_RETURN_IF_ERROR(
       select_forward_kernel(kFamilyFn, kernel_problem(params, p, &staged), params.kernels, device, &kernel));
   *family = kernel->family;

@@ -50,8 +50,8 @@ struct ProblemParams {
   int window_right = -1;
   // Score options (common/score_mod.h).
   bool has_score_mod = false;  // softcap > 0 or alibi_slopes
-  // Any option (window, softcap or ALiBi): a family with option kernels runs those, and its plain
-  // kernels carry no code for any option.
+  // Any option (window, softcap or ALiBi): with has_score_mod, which of a family's kernel variants
+  // runs (common/kernel_variant.h); its plain kernels carry no code for any option.
   bool has_options = false;
   float softcap = 0;           // 0: off
   float softcap_scale = 0;     // softmax_scale / softcap (the tanh's argument is q·k times this)
@@ -63,6 +63,11 @@ struct ProblemParams {
   float alibi_unit_scale = 0;  // 1 / score_unit: a slope in score units
   const float* alibi_slopes = nullptr;  // slope of (b, h) at alibi_slopes[b * alibi_batch_stride + h]; null: off
   std::int64_t alibi_batch_stride = 0;
+  // Variable-length batches (attention.h, "varlen"; common/seqlen.h): sequence b is rows
+  // [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the packed tensors, whose batch strides are 0;
+  // seqlen_q / seqlen_k above are then the max_seqlen bounds. Null: the dense layout.
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks
 };
 

@@ -26,6 +26,23 @@ bool needs_staging(const detail::AttentionProblem& p, std::initializer_list<cons
 // The problem the kernels see: head_dim rounded up to a multiple of 8.
 detail::AttentionProblem staged_problem(const detail::AttentionProblem& p);
 
+// A packed varlen tensor (total, heads, head_dim) as the kernels and the staging read it: a
+// (1, total, heads, head_dim) view with batch stride 0 (each sequence's first row comes from
+// cu_seqlens). A (heads, total) LSE becomes (1, heads, total). Only for varlen calls: a dense
+// call's (batch, heads, seqlen) LSE has rank 3 too.
+inline TensorView packed_as_dense(const TensorView& t) {
+  if (!t.present() || t.rank == 4 || t.rank < 2) return t;
+  TensorView d = t;
+  d.rank = t.rank + 1;
+  for (int i = t.rank; i > 0; --i) {
+    d.shape[i] = t.shape[i - 1];
+    d.stride[i] = t.stride[i - 1];
+  }
+  d.shape[0] = 1;
+  d.stride[0] = 0;
+  return d;
+}
+
 // Staged copies on one stream, freed (stream-ordered) when the area goes away.
 class StagingArea {
  public:

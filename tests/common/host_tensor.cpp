@@ -78,6 +78,11 @@ double HostTensor::load(std::int64_t offset) const {
       std::memcpy(&f, p, 4);
       return f;
     }
+    case DType::kInt32: {
+      std::int32_t i;
+      std::memcpy(&i, p, 4);
+      return i;
+    }
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -94,6 +99,11 @@ void HostTensor::store(std::int64_t offset, double value) {
     case DType::kBFloat16: {
       const std::uint16_t bits = cutlass::bfloat16_t(f).raw();
       std::memcpy(p, &bits, 2);
+      break;
+    }
+    case DType::kInt32: {
+      const auto i = static_cast<std::int32_t>(value);
+      std::memcpy(p, &i, 4);
       break;
     }
     case DType::kFloat32:

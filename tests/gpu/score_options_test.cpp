@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -260,9 +261,19 @@ TEST_P(CudaScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionErr
   ASSERT_TRUE(cpu::reference_backward_f64(host, problem, &ref_dq, &ref_dk, &ref_dv).ok());
   const BaselineBackward base = baseline_backward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
                                                   t.k.values(), t.v.values(), t.dout.values());
+  // A window of (0, 0) leaves each row one key: the exact dq and dk are 0 and so is the baseline's
+  // error, so they take accuracy.h's single-key bound (the H100 gave |dq| ~2e-6 there).
+  const OptionCase& oc = std::get<0>(GetParam());
+  const bool single_key = oc.window_left == 0 && (oc.window_right == 0 || oc.shape.causal);
   for (const auto& [name, got, baseline, ref] :
        {std::tuple{"dq", t.dq.values(), base.dq, ref_dq}, std::tuple{"dk", t.dk.values(), base.dk, ref_dk},
         std::tuple{"dv", t.dv.values(), base.dv, ref_dv}}) {
+    if (single_key && std::string(name) != "dv") {
+      const double allowed = single_key_gradient_bound(reference_problem(problem, &slopes), t.dtype, t.q.values(),
+                                                       t.k.values(), t.v.values(), t.dout.values(), name[1] == 'q');
+      for (double x : got) ASSERT_LE(std::abs(x), allowed) << name << ": exact 0 (one key a row)";
+      continue;
+    }
     const Comparison c = compare_to_reference(name, t.dtype, 3.0, got, baseline, ref);
     EXPECT_TRUE(c.ok) << c.message;
   }

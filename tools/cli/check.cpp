@@ -14,6 +14,7 @@ double epsilon(DType dtype) {
     case DType::kFloat16: return std::ldexp(1.0, -10);
     case DType::kBFloat16: return std::ldexp(1.0, -7);
     case DType::kFloat32: return std::ldexp(1.0, -13);
+    case DType::kInt32: return 0.0;  // no attention values are int32
   }
   return 0.0;
 }

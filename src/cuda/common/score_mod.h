@@ -16,9 +16,9 @@
 // once per tile, the constant folded, |.| a free operand modifier. Converting d per element (I2F)
 // runs at a quarter of the FMA rate, like the MUFU.
 //
-// Kernels take all of this (and the sliding window, common/mask.h) behind one compile-time switch
-// (kHasOptions), so the plain kernels carry no code for any option; within the option kernels
-// softcap and ALiBi are uniform branches per tile.
+// Kernels take all of this behind their compile-time variant (common/kernel_variant.h: kScoreMod),
+// so the plain and window-only kernels carry none of it; within the score-option kernels softcap
+// and ALiBi are uniform branches per tile.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -59,10 +59,10 @@ struct ScoreMod {
   struct Distance {
     float base;  // d of this thread's entry 0
 
+    // diagonal: seqlen_k - seqlen_q of the sequence (AttentionMask::diagonal()).
     template <class TensorCoord>
-    __forceinline__ __device__ Distance(const ProblemParams& params, TensorCoord const& coords, int row0, int col0)
-        : base(static_cast<float>(row0 + cute::get<0>(coords(0)) + params.seqlen_k - params.seqlen_q - col0 -
-                                  cute::get<1>(coords(0)))) {}
+    __forceinline__ __device__ Distance(int diagonal, TensorCoord const& coords, int row0, int col0)
+        : base(static_cast<float>(row0 + cute::get<0>(coords(0)) + diagonal - col0 - cute::get<1>(coords(0)))) {}
 
     // |d| of entry `index` (a flat index, or (row, col) of a rows-cols view of the same
     // coordinates): (row_i - row_0) - (col_i - col_0) folds to a constant once the loop unrolls.
@@ -76,11 +76,11 @@ struct ScoreMod {
   };
 
   template <class TensorAcc, class TensorCoord>
-  __forceinline__ __device__ static void apply(const ProblemParams& params, float slope, TensorAcc& acc,
+  __forceinline__ __device__ static void apply(const ProblemParams& params, int diagonal, float slope, TensorAcc& acc,
                                                TensorCoord const& coords, int row0, int col0) {
     cap(params, acc);
     if (slope != 0.0f) {
-      const Distance distance(params, coords, row0, col0);
+      const Distance distance(diagonal, coords, row0, col0);
       CUTE_UNROLL
       for (int i = 0; i < cute::size(acc); ++i) acc(i) = fmaf(-slope, distance.abs_at(coords, i), acc(i));
     }

@@ -9,6 +9,7 @@
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
 #include "cuda/sm80/bwd_dq_accum.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
@@ -27,6 +28,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
   const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
+  const SeqlenInfo seq(params, batch);
+  if (m_block * kBlockM >= seq.seqlen_q) return;  // varlen: the grid covers the longest sequence
 
   typename Traits::TiledMmadQ tiled_mma_dq;
   Tensor acc_dq = partition_fragment_C(tiled_mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});  // (MMA, MMA_M, MMA_d)
@@ -52,9 +55,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
 
   const int m0 = m_block * kBlockM;
   Tensor gdQ = make_tensor(make_gmem_ptr(static_cast<Element*>(params.dq) + batch * params.dq_strides.batch +
-                                         head * params.dq_strides.head + m0 * params.dq_strides.row),
+                                         head * params.dq_strides.head + (seq.row_q + m0) * params.dq_strides.row),
                            Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.dq_strides.row, _1{}));
-  smem_to_gmem<typename Traits::GmemTiledCopyStore>(sdQ, gdQ, params.seqlen_q - m0, params.head_dim, tid);
+  smem_to_gmem<typename Traits::GmemTiledCopyStore>(sdQ, gdQ, seq.seqlen_q - m0, params.head_dim, tid);
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -8,8 +8,8 @@
 //              sliding window only those in [m_block_min, m_block_max), common/mask.h):
 //                S  = Q Kᵀ, dP = dO Vᵀ      tensor cores, operands by ldmatrix from smem
 //                P  = exp2(S scale log2e - LSE log2e), masked entries 0   (recomputed, not stored)
-//                     (kHasOptions: S through softcap/ALiBi first, common/score_mod.h; the
-//                     window, too, exists only in these kernels)
+//                     (kScoreMod: S through softcap/ALiBi first, common/score_mod.h; the
+//                     window exists only in the kWindow and kScoreMod kernels)
 //                dS = P (dP - D)                       (times 1 - tanh² with softcap)
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
@@ -30,17 +30,19 @@
 #include "cuda/sm80/copy.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm80/bwd_dq_accum.h"
 #include "cuda/sm80/bwd_epilogue.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasOptions>
+template <class Traits, bool kIsCausal, KernelVariant kVariant>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -56,11 +58,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   const int lane = tid % 32;
   const int kv_head = blockIdx.y;
   const int batch = blockIdx.z;
-  const int n_blocks = (params.seqlen_k + kBlockN - 1) / kBlockN;
-  const int m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
-  // The plain kernels see no window: the query-block bounds and compares fold to the causal ones.
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
-                           kHasOptions ? params.window_right : -1};
+  const SeqlenInfo seq(params, batch);  // varlen: this sequence's lengths and first rows
+  const int n_blocks = (seq.seqlen_k + kBlockN - 1) / kBlockN;  // varlen: CTAs past it have nothing to do
+  const int m_blocks = (seq.seqlen_q + kBlockM - 1) / kBlockM;
+  // Kernels without the window see none: the query-block bounds and compares fold to the causal ones.
+  constexpr bool kWindow = has_window(kVariant);
+  constexpr bool kScoreMod = has_score_mod(kVariant);
+  const AttentionMask mask{seq.seqlen_q, seq.seqlen_k, kIsCausal, kWindow ? params.window_left : -1,
+                           kWindow ? params.window_right : -1};
   float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
 
 
@@ -145,8 +150,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
   constexpr int kRows = decltype(size<0>(tScS_rc))::value;
   constexpr int kCols = decltype(size<1>(tScS_rc))::value;
 
-  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_strides.batch;
-  const auto* do_base = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch;
+  const auto* q_base = static_cast<const Element*>(params.q) + batch * params.q_strides.batch + seq.row_q * params.q_strides.row;
+  const auto* do_base =
+      static_cast<const Element*>(params.dout) + batch * params.do_strides.batch + seq.row_q * params.do_strides.row;
   const int rows_per_head = params.seqlen_q_rounded;
 
   // Q, dO, lse_log2 and D of (query head, query block) into buffer `stage`; rows past seqlen_q
@@ -167,7 +173,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                             Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.q_strides.row, _1{}));
     Tensor gdO = make_tensor(make_gmem_ptr(do_base + head * params.do_strides.head + row0 * params.do_strides.row),
                              Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(params.do_strides.row, _1{}));
-    const int rows_left = params.seqlen_q - m_block * kBlockM;
+    const int rows_left = seq.seqlen_q - m_block * kBlockM;
     cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gQ), gmem_thr_copy.partition_D(sQ_at(stage)), tQcQ, rows_left,
                             params.head_dim);
     cp_async_tile_zero_fill(gmem_thr_copy.partition_S(gdO), gmem_thr_copy.partition_D(sdO_at(stage)), tQcQ, rows_left,
@@ -182,12 +188,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     const int m_block_max = mask.m_block_max(n0, kBlockN, kBlockM, m_blocks);  // m_blocks without a left bound
     const int m_count = max(m_block_max - m_block_min, 0);
     const int n_iters = params.group_size * m_count;
-    const int rows_k = params.seqlen_k - n0;
+    const int rows_k = seq.seqlen_k - n0;
 
     if (n_block != static_cast<int>(blockIdx.x)) __syncthreads();  // the last epilogue is done with sK, sV
     {
-      const std::int64_t k_offset = batch * params.k_strides.batch + kv_head * params.k_strides.head + n0 * params.k_strides.row;
-      const std::int64_t v_offset = batch * params.v_strides.batch + kv_head * params.v_strides.head + n0 * params.v_strides.row;
+      const std::int64_t k_offset =
+          batch * params.k_strides.batch + kv_head * params.k_strides.head + (seq.row_k + n0) * params.k_strides.row;
+      const std::int64_t v_offset =
+          batch * params.v_strides.batch + kv_head * params.v_strides.head + (seq.row_k + n0) * params.v_strides.row;
       Tensor gK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
                               Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(params.k_strides.row, _1{}));
       Tensor gV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
@@ -235,7 +243,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
       auto process_query_block = [&](auto masked_tag) __attribute__((always_inline)) {
         constexpr bool kMasked = decltype(masked_tag)::value;
         // ALiBi's slope is per query head: read (from L1) once per tile.
-        [[maybe_unused]] const float alibi_slope = kHasOptions ? ScoreMod::slope(params, batch, head) : 0.0f;
+        [[maybe_unused]] const float alibi_slope = kScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
         Tensor acc_s = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});   // (MMA, MMA_M, MMA_N)
         Tensor acc_dp = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
         clear(acc_s);
@@ -246,17 +254,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
                        smem_copy_qdo, smem_copy_kv, tid);
 
         // P = exp2(S scale log2e - LSE log2e) and dS = P (dP - D), both in the S fragment layout.
-        // Option kernels: S in score units (softcap's tanh, or q·k), ALiBi's bias subtracted per
+        // Score-option kernels: S in score units (softcap's tanh, or q·k), ALiBi's bias subtracted per
         // element, 1 - tanh² from the capped score (score_mod.h).
-        if constexpr (kHasOptions) ScoreMod::cap(params, acc_s);
+        if constexpr (kScoreMod) ScoreMod::cap(params, acc_s);
         Tensor scores = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
         Tensor dp = make_tensor(acc_dp.data(), accumulator_as_rows_cols(acc_dp.layout()));    // (rows, cols)
         const float* lse_log2 = smem_lse + stage * kBlockM;
         const float* dsum = smem_dsum + stage * kBlockM;
-        [[maybe_unused]] const float score_scale_log2 = kHasOptions ? params.score_unit_log2 : params.scale_log2;
+        [[maybe_unused]] const float score_scale_log2 = kScoreMod ? params.score_unit_log2 : params.scale_log2;
         // 1 with a softcap, 0 without: dscore = 1 - capped² * this, no branch per element.
         [[maybe_unused]] const float tanh_weight = params.softcap > 0.0f ? 1.0f : 0.0f;
-        [[maybe_unused]] const ScoreMod::Distance distance(params, tScS, m0, n0);
+        [[maybe_unused]] const ScoreMod::Distance distance(mask.diagonal(), tScS, m0, n0);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           const int row = get<0>(tScS_rc(r, 0));
@@ -267,7 +275,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
             // <= about 0; -inf for rows without keys (lse_log2 = +inf), where ex2 gives +0.
             float p;
             [[maybe_unused]] float dscore = 1.0f;
-            if constexpr (kHasOptions) {
+            if constexpr (kScoreMod) {
               const float capped = scores(r, c);
               const float score = fmaf(-alibi_slope, distance.abs_at(tScS_rc, r, c), capped);
               p = fast_exp2(score * score_scale_log2 - row_lse_log2);
@@ -279,7 +287,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
               if (!mask.visible(m0 + row, n0 + get<1>(tScS_rc(r, c)))) p = 0.0f;
             }
             scores(r, c) = p;
-            if constexpr (kHasOptions) {
+            if constexpr (kScoreMod) {
               dp(r, c) = p * (dp(r, c) - row_dsum) * dscore;
             } else {
               dp(r, c) = p * (dp(r, c) - row_dsum);
@@ -345,7 +353,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     DqAccumulate::drain(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
-    store_dk_dv<Traits>(params, acc_dk, acc_dv, tiled_mma_dkv, sK, sV, batch, kv_head, n0, tid);
+    store_dk_dv<Traits>(params, seq, acc_dk, acc_dv, tiled_mma_dkv, sK, sV, batch, kv_head, n0, tid);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm80/bwd_convert_dq.h"
 #include "cuda/sm80/bwd_kernel.h"
 #include "cuda/sm80/bwd_launch.h"
@@ -16,9 +17,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasOptions>
+template <class Traits, bool kIsCausal, KernelVariant kVariant>
 Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t stream) {
-  auto kernel = &bwd_kernel<Traits, kIsCausal, kHasOptions>;
+  auto kernel = &bwd_kernel<Traits, kIsCausal, kVariant>;
   if (smem_bytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
@@ -53,15 +54,21 @@ Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, kPreprocessThreads, 0, stream>>>(params);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  // Four kernels: causal or not, times plain or with options (window, softcap, ALiBi; runtime data
-  // of the one option kernel).
+  // Six kernels: causal or not, times the variant (plain, window, score options; kernel_variant.h).
   Status status;
-  if (params.has_options) {
-    status = params.causal ? launch_bwd_kernel<Traits, true, true>(params, smem_bytes, stream)
-                           : launch_bwd_kernel<Traits, false, true>(params, smem_bytes, stream);
-  } else {
-    status = params.causal ? launch_bwd_kernel<Traits, true, false>(params, smem_bytes, stream)
-                           : launch_bwd_kernel<Traits, false, false>(params, smem_bytes, stream);
+  switch (kernel_variant(params)) {
+    case KernelVariant::kScoreMod:
+      status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kScoreMod>(params, smem_bytes, stream)
+                             : launch_bwd_kernel<Traits, false, KernelVariant::kScoreMod>(params, smem_bytes, stream);
+      break;
+    case KernelVariant::kWindow:
+      status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kWindow>(params, smem_bytes, stream)
+                             : launch_bwd_kernel<Traits, false, KernelVariant::kWindow>(params, smem_bytes, stream);
+      break;
+    case KernelVariant::kPlain:
+      status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kPlain>(params, smem_bytes, stream)
+                             : launch_bwd_kernel<Traits, false, KernelVariant::kPlain>(params, smem_bytes, stream);
+      break;
   }
   if (!status.ok()) return status;
 

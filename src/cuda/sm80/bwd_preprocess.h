@@ -9,6 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "common/log2e.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
@@ -25,15 +26,18 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int lane = threadIdx.x % 32;
-  const auto* o = static_cast<const Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
-  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch + head * params.do_strides.head;
-  const float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head;
+  const SeqlenInfo seq(params, batch);  // varlen: rows past this sequence's end are padding
+  const auto* o = static_cast<const Element*>(params.out) + batch * params.o_strides.batch +
+                  seq.row_q * params.o_strides.row + head * params.o_strides.head;
+  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_strides.batch +
+                    seq.row_q * params.do_strides.row + head * params.do_strides.head;
+  const float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head + seq.row_q;
   const std::int64_t row_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
 
   for (int r = threadIdx.x / 32; r < kPreprocessRowsPerCta; r += kWarps) {
     const int row = blockIdx.x * kPreprocessRowsPerCta + r;
     float dot = 0.0f;
-    if (row < params.seqlen_q) {
+    if (row < seq.seqlen_q) {
       for (int col = lane * kVec; col < params.head_dim; col += 32 * kVec) {
         const uint4 o_raw = *reinterpret_cast<const uint4*>(o + row * params.o_strides.row + col);
         const uint4 do_raw = *reinterpret_cast<const uint4*>(d_o + row * params.do_strides.row + col);
@@ -48,7 +52,7 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
     if (lane == 0) {
       params.dsum[row_offset + row] = dot;
       float lse_log2 = INFINITY;
-      if (row < params.seqlen_q) {
+      if (row < seq.seqlen_q) {
         const float value = lse[row];
         if (value != -INFINITY) lse_log2 = value * static_cast<float>(kLog2e);
       }

@@ -4,10 +4,10 @@
 //   mainloop   key blocks from last to first (the masked ones come first, so the mask check is a
 //              uniform branch on the block index):
 //                S = Q Kᵀ           tensor cores, operands streamed by ldmatrix from smem
-//                score options      softcap, ALiBi (kHasOptions kernels only; common/score_mod.h)
+//                score options      softcap, ALiBi (kScoreMod kernels only; common/score_mod.h)
 //                mask               only on blocks that straddle the diagonal, the window's edges
 //                                   or seqlen_k; blocks wholly outside the window never run (the
-//                                   window, too, exists only in the kHasOptions kernels)
+//                                   window exists only in the kWindow and kScoreMod kernels)
 //                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
 //                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
 //              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
@@ -22,17 +22,19 @@
 #include "cuda/sm80/copy.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm80/fwd_epilogue.h"
 #include "cuda/sm80/gemm.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/common/softmax.h"
 #include "cuda/common/tile_scheduler.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasOptions>
+template <class Traits, bool kIsCausal, KernelVariant kVariant>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using namespace cute;
   using Element = typename Traits::Element;
@@ -48,14 +50,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int batch = tile.batch;
   const int kv_head = head / params.group_size;  // GQA/MQA by indexing: no copies of K and V
   const int m0 = m_block * kBlockM;
+  const SeqlenInfo seq(params, batch);  // varlen: this sequence's lengths and first rows
+  if (m0 >= seq.seqlen_q) return;       // varlen: the grid covers the longest sequence
 
-  // The plain kernels see no window: the left-edge trip counts and compares fold away.
-  const AttentionMask mask{params.seqlen_q, params.seqlen_k, kIsCausal, kHasOptions ? params.window_left : -1,
-                           kHasOptions ? params.window_right : -1};
+  // Kernels without the window see none: the left-edge trip counts and compares fold away.
+  constexpr bool kWindow = has_window(kVariant);
+  constexpr bool kScoreMod = has_score_mod(kVariant);
+  const AttentionMask mask{seq.seqlen_q, seq.seqlen_k, kIsCausal, kWindow ? params.window_left : -1,
+                           kWindow ? params.window_right : -1};
   const int n_block_begin = mask.n_block_begin(m_block, kBlockM, kBlockN);  // 0 without a left window bound
   const int n_block_end = mask.n_block_end(m_block, kBlockM, kBlockN);
   if (n_block_end <= n_block_begin) {
-    write_empty_block<Traits>(params, m_block, head, batch);
+    write_empty_block<Traits>(params, seq, m_block, head, batch);
     return;
   }
   const int n_block_unmasked = mask.n_block_unmasked(m_block, kBlockM, kBlockN);
@@ -63,17 +69,21 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Global tensors of this (batch, head); the head_dim mode is static, columns past the real
   // head_dim are predicated off.
-  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch + head * params.q_strides.head;
-  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch + kv_head * params.k_strides.head;
-  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch + kv_head * params.v_strides.head;
-  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + head * params.o_strides.head;
-  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+  const auto* q_ptr = static_cast<const Element*>(params.q) + batch * params.q_strides.batch +
+                      seq.row_q * params.q_strides.row + head * params.q_strides.head;
+  const auto* k_ptr = static_cast<const Element*>(params.k) + batch * params.k_strides.batch +
+                      seq.row_k * params.k_strides.row + kv_head * params.k_strides.head;
+  const auto* v_ptr = static_cast<const Element*>(params.v) + batch * params.v_strides.batch +
+                      seq.row_k * params.v_strides.row + kv_head * params.v_strides.head;
+  auto* o_ptr = static_cast<Element*>(params.out) + batch * params.o_strides.batch + seq.row_q * params.o_strides.row +
+                head * params.o_strides.head;
+  Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seq.seqlen_q, Int<kHeadDim>{}),
                           make_stride(params.q_strides.row, _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+  Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(seq.seqlen_k, Int<kHeadDim>{}),
                           make_stride(params.k_strides.row, _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(params.seqlen_k, Int<kHeadDim>{}),
+  Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(seq.seqlen_k, Int<kHeadDim>{}),
                           make_stride(params.v_strides.row, _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(params.seqlen_q, Int<kHeadDim>{}),
+  Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(seq.seqlen_q, Int<kHeadDim>{}),
                           make_stride(params.o_strides.row, _1{}));
   Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
   Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (kBlockM, kHeadDim)
@@ -120,15 +130,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tid);
 
   auto load_k = [&](int n, int stage) {
-    cp_async_tile_zero_fill(tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
+    cp_async_tile_zero_fill(tKgK(_, _, _, n), tKsK_at(stage), tKVcKV, seq.seqlen_k - n * kBlockN, params.head_dim);
   };
   auto load_v = [&](int n, int stage) {
-    cp_async_tile_zero_fill(tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, params.seqlen_k - n * kBlockN, params.head_dim);
+    cp_async_tile_zero_fill(tVgV(_, _, _, n), tVsV_at(stage), tKVcKV, seq.seqlen_k - n * kBlockN, params.head_dim);
   };
 
   // Prologue: Q with the first K block; with two K/V buffers the first V block too, as its own
   // cp.async group so the first Q Kᵀ waits for Q and K only.
-  const int rows_q = params.seqlen_q - m0;
+  const int rows_q = seq.seqlen_q - m0;
   cp_async_tile_zero_fill(tQgQ, tQsQ, tQcQ, rows_q, params.head_dim);
   int n_block = n_block_end - 1;
   load_k(n_block, 0);
@@ -148,10 +158,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   //   two K/V buffers: K[n-1] and V[n-1] load into the other buffers during the whole iteration.
   // cp.async groups are committed even when empty (the last block) so the wait counts stay fixed.
   int stage = 0;
-  // The option kernels keep scores in units of score_unit (softcap, or the softmax scale: then
-  // as the plain kernels do), score_mod.h; the softmax scales by that unit.
-  [[maybe_unused]] const float alibi_slope = kHasOptions ? ScoreMod::slope(params, batch, head) : 0.0f;
-  const float softmax_scale_log2 = kHasOptions ? params.score_unit_log2 : params.scale_log2;
+  // The score-option kernels keep scores in units of score_unit (softcap, or the softmax scale:
+  // then as the plain kernels do), score_mod.h; the softmax scales by that unit.
+  [[maybe_unused]] const float alibi_slope = kScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
+  const float softmax_scale_log2 = kScoreMod ? params.score_unit_log2 : params.scale_log2;
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
@@ -170,7 +180,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     gemm_smem_smem(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, smem_thr_copy_k.partition_S(sK_at(stage)), smem_copy_q,
                    smem_copy_k, tid);
-    if constexpr (kHasOptions) ScoreMod::apply(params, alibi_slope, acc_s, tScS, m0, n * kBlockN);
+    if constexpr (kScoreMod) ScoreMod::apply(params, mask.diagonal(), alibi_slope, acc_s, tScS, m0, n * kBlockN);
     if constexpr (kMasked) mask.apply(acc_s, tScS, m0, n * kBlockN);
 
     if constexpr (kStagesKV == 2) {
@@ -208,9 +218,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Epilogue: normalise, stage O through Q's shared memory, store rows that exist; LSE.
   float lse[kRows];
   Tensor tScS_rc = make_tensor(tScS.data(), accumulator_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
-  softmax.finalize(acc_o, kHasOptions ? params.score_unit : params.softmax_scale, lse,
+  softmax.finalize(acc_o, kScoreMod ? params.score_unit : params.softmax_scale, lse,
                    [&](int r) { return mask.row_sees_a_key(m0 + get<0>(tScS_rc(r, 0))); });
-  store_output<Traits>(params, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
+  store_output<Traits>(params, seq, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm80/fwd_kernel.h"
 #include "cuda/sm80/fwd_launch.h"
 #include "cuda/sm80/fwd_traits.h"
@@ -12,9 +13,9 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits, bool kIsCausal, bool kHasOptions>
+template <class Traits, bool kIsCausal, KernelVariant kVariant>
 Status launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, kIsCausal, kHasOptions>;
+  auto kernel = &fwd_kernel<Traits, kIsCausal, kVariant>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(
@@ -31,19 +32,23 @@ using FwdTraitsFor = FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCau
                                fwd_tile_size(kHeadDim, kIsCausal).block_n, fwd_tile_size(kHeadDim, kIsCausal).warps,
                                fwd_tile_size(kHeadDim, kIsCausal).kv_stages>;
 
-// Four kernels per (dtype, head dim): causal or not, times plain or with options (sliding window,
-// softcap, ALiBi: one option kernel serves every combination, the options being runtime data of
-// it), so a plain call runs code with no trace of any option and the instantiations stay at four.
-template <typename Element, int kHeadDim, bool kHasOptions>
+// Six kernels per (dtype, head dim): causal or not, times the variant (common/kernel_variant.h):
+// plain, window, or score options (softcap, ALiBi, with the window). A plain call runs code with no
+// trace of any option, a window-only call none of the score options' (~12% at d = 128, v9).
+template <typename Element, int kHeadDim, KernelVariant kVariant>
 Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
-  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true, kHasOptions>(params, stream)
-                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false, kHasOptions>(params, stream);
+  return params.causal ? launch_fwd<FwdTraitsFor<Element, kHeadDim, true>, true, kVariant>(params, stream)
+                       : launch_fwd<FwdTraitsFor<Element, kHeadDim, false>, false, kVariant>(params, stream);
 }
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  return params.has_options ? run_fwd_variant<Element, kHeadDim, true>(params, stream)
-                              : run_fwd_variant<Element, kHeadDim, false>(params, stream);
+  switch (kernel_variant(params)) {
+    case KernelVariant::kScoreMod: return run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream);
+    case KernelVariant::kWindow: return run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
+    case KernelVariant::kPlain: break;
+  }
+  return run_fwd_variant<Element, kHeadDim, KernelVariant::kPlain>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Varlen against padded dense on a GPU, forward and backward (issue 16's bar: varlen with lengths
+drawn from 128..4096 at >= 0.95x the dense kernel's TFLOP/s, each counted over its own real work).
+
+    FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py
+
+Lengths are drawn uniformly from [128, 4096] (seeded) until about 32k tokens; the dense twin is
+the same batch padded to the longest sequence. FLOPs: 4 * d * heads * sum(len_q * len_k) (halved,
+minus the diagonal, when causal), forward; the backward 2.5x that. CUDA-event medians of 10 runs.
+"""
+import random
+import statistics
+
+import torch
+
+from flashcore import flash_attn_func, flash_attn_varlen_func
+
+
+def timed(fn, repeats=10, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def pairs(lens, causal):
+    return sum(n * (n + 1) // 2 if causal else n * n for n in lens)
+
+
+def main():
+    rng = random.Random(16)
+    lens = []
+    while sum(lens) < 32768:
+        lens.append(rng.randint(128, 4096))
+    heads, d, dtype = 16, 128, torch.bfloat16
+    total, longest, batch = sum(lens), max(lens), len(lens)
+    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)), dtype=torch.int32, device="cuda")
+    print(f"varlen_bench: {batch} sequences, {total} tokens, lengths {min(lens)}..{longest}, d{d} bf16, {heads} heads")
+    print(f"{'causal':>6} {'pass':>4} {'varlen ms':>10} {'varlen TF':>10} {'dense ms':>9} {'dense TF':>9} {'ratio':>6}")
+    for causal in (False, True):
+        q, k, v = (torch.randn(total, heads, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+        qd, kd, vd = (torch.randn(batch, longest, heads, d, device="cuda", dtype=dtype, requires_grad=True)
+                      for _ in range(3))
+        flops_v = 4 * d * heads * pairs(lens, causal)
+        flops_d = 4 * d * heads * batch * pairs([longest], causal)
+        out_v = flash_attn_varlen_func(q, k, v, cu, cu, longest, longest, causal=causal)
+        out_d = flash_attn_func(qd, kd, vd, causal=causal)
+        g_v, g_d = torch.randn_like(out_v), torch.randn_like(out_d)
+        rows = {
+            "fwd": (lambda: flash_attn_varlen_func(q, k, v, cu, cu, longest, longest, causal=causal),
+                    lambda: flash_attn_func(qd, kd, vd, causal=causal), 1.0),
+            "bwd": (lambda: torch.autograd.grad(out_v, (q, k, v), g_v, retain_graph=True),
+                    lambda: torch.autograd.grad(out_d, (qd, kd, vd), g_d, retain_graph=True), 2.5),
+        }
+        for name, (fv, fd, factor) in rows.items():
+            ms_v, ms_d = timed(fv), timed(fd)
+            tf_v = factor * flops_v / ms_v / 1e9
+            tf_d = factor * flops_d / ms_d / 1e9
+            print(f"{'yes' if causal else 'no':>6} {name:>4} {ms_v:10.3f} {tf_v:10.1f} {ms_d:9.3f} {tf_d:9.1f} "
+                  f"{tf_v / tf_d:6.3f}")
+
+
+if __name__ == "__main__":
+    main()

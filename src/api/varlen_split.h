@@ -1,0 +1,14 @@
+// Variable-length calls on the CPU backends: one dense call (batch 1) per sequence, over views of
+// the packed tensors. The offsets are host memory there, already checked by the validation; a
+// sequence without keys gets output 0 and LSE -inf, keys without queries gradients 0.
+#pragma once
+
+#include "api/problem.h"
+#include "flashcore/attention.h"
+
+namespace flashcore::detail {
+
+Status forward_by_sequence(const ForwardParams& params, const AttentionProblem& problem);
+Status backward_by_sequence(const BackwardParams& params, const AttentionProblem& problem);
+
+}  // namespace flashcore::detail

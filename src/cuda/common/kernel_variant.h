@@ -1,0 +1,24 @@
+// Which option code one kernel instantiation carries: a single compile-time parameter with three
+// values, so that each call runs the leanest kernel that serves it (measured on the H100 in
+// docs/tuning/forward.md v9: a window-only call run by the score-option kernel paid its ~12%
+// fixed cost at d = 128, while the window alone, as runtime data, costs the forward nothing).
+//   kPlain     no window, no score options: most calls
+//   kWindow    the sliding window (runtime data of the mask's trip counts and compares)
+//   kScoreMod  softcap and ALiBi (runtime data: uniform branches per tile), with the window
+#pragma once
+
+#include "cuda/params.h"
+
+namespace flashcore::cuda {
+
+enum class KernelVariant { kPlain, kWindow, kScoreMod };
+
+constexpr bool has_window(KernelVariant v) { return v != KernelVariant::kPlain; }
+constexpr bool has_score_mod(KernelVariant v) { return v == KernelVariant::kScoreMod; }
+
+// The variant a call needs.
+inline KernelVariant kernel_variant(const ProblemParams& p) {
+  return p.has_score_mod ? KernelVariant::kScoreMod : p.has_options ? KernelVariant::kWindow : KernelVariant::kPlain;
+}
+
+}  // namespace flashcore::cuda
