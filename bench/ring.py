@@ -21,7 +21,7 @@ bench   for each total sequence length (32k, 64k, 128k by default; bf16, head di
         (world_size * t(ring)), 1.0 being perfect scaling on the same total work, and for the nccl
         rows `hidden` = 1 - (t(nccl) - t(none)) / t(only), the share of the transfer time that
         compute covered. Plus a contiguous-layout row (the imbalance zigzag removes), GQA rows, and
-        the raw ring exchange bandwidth (`link` rows) the docs/context_parallelism.md model uses.
+        the raw ring exchange bandwidth (`links`) the docs/context_parallelism.md model uses.
 """
 
 import argparse
@@ -306,10 +306,11 @@ def derive(rows, world_size):
 
 
 def run_bench(rank, world_size, args, cpu_group):
-    rows = []
+    """(rows, links): the timing rows and the exchange bandwidth measurements."""
     if rank == 0:
-        print(f"bench: link", flush=True)
-    rows += bench_link(rank, world_size, cpu_group, (1, 4) if args.cpu else (64, 256, 1024))
+        print("bench: link", flush=True)
+    links = bench_link(rank, world_size, cpu_group, (1, 4) if args.cpu else (64, 256, 1024))
+    rows = []
     for seqlen in args.seqlens:
         for heads_kv in ([args.heads] + ([args.gqa_heads_kv] if seqlen == max(args.seqlens) else [])):
             if rank == 0:
@@ -322,7 +323,7 @@ def run_bench(rank, world_size, args, cpu_group):
     rows += bench_ring(rank, world_size, seqlen, args.heads, args.heads, args.head_dim, args.reps, cpu_group,
                        layout="contiguous", modes=("nccl",))
     derive(rows, world_size)
-    return rows
+    return rows, links
 
 
 # ---- the processes -------------------------------------------------------------------------------
@@ -375,7 +376,7 @@ def worker(rank, world_size, port, args):
                 for r in bad:
                     print(f"  FAIL {r['case']} rank {r['rank']}: {r['reason'] or [t for t in r['tensors'] if not t['ok']]}")
         if "bench" in args.steps:
-            result["rows"] = run_bench(rank, world_size, args, cpu_group)
+            result["rows"], result["links"] = run_bench(rank, world_size, args, cpu_group)
         if rank == 0:
             result["context"]["seconds"] = round(time.perf_counter() - started, 1)
             path = os.path.join(args.out_dir, result["context"]["run_name"] + ".json")
@@ -391,12 +392,9 @@ def worker(rank, world_size, port, args):
 
 
 def summarize(result):
+    for r in result.get("links", []):
+        print(f"exchange {r['mib']:5d} MiB: {r['ms']:8.3f} ms  {r['gb_per_s']:7.1f} GB/s each way")
     for r in result.get("rows", []):
-        if r["impl"] == "ring_exchange":
-            print(f"exchange {r['mib']:5d} MiB: {r['ms']:8.3f} ms  {r['gb_per_s']:7.1f} GB/s each way")
-    for r in result.get("rows", []):
-        if r["impl"] == "ring_exchange":
-            continue
         extra = ""
         if "efficiency" in r:
             extra += f"  efficiency {r['efficiency']:.3f}"

@@ -133,7 +133,7 @@ def fit(results):
         F = 2.0 * fwd["batch"] * fwd["heads"] * S * S * fwd["head_dim"]
         hw.fwd_causal = hw.fwd_full = F / (fwd["ms"] * 1e-3)
         hw.bwd_causal = hw.bwd_full = 2.5 * F / ((both["ms"] - fwd["ms"]) * 1e-3)
-    links = [r for r in rows if r.get("impl") == "ring_exchange" and r.get("ms")]
+    links = [r for r in results.get("links", []) if r.get("ms")]
     if links:
         hw.nvlink = max(r["gb_per_s"] for r in links) * 1e9
     return hw

@@ -91,10 +91,12 @@ def check_case(rank, world_size, device, dtype, batch, seqlen_local, heads, head
 def run_cases(rank, world_size, init_file, device, cases):
     """torch.multiprocessing.spawn's entry point: joins the group, runs every case, leaves."""
     torch.set_num_threads(1)  # the processes share the machine's cores
+    options = {}
     if device == "cuda":
         torch.cuda.set_device(rank)
+        options["device_id"] = torch.device("cuda", rank)  # NCCL communicators made now, one GPU per rank
     dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world_size)
+                            world_size=world_size, **options)
     try:
         for case in cases:
             try:

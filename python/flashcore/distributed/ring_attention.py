@@ -12,8 +12,10 @@ share, until they reach the block's owner.
 
 Precision: partials come out of the kernels in the inputs' dtype. A result built from two of them
 is merged straight into that dtype (one rounding, like a single kernel's output); from more, the
-running result is kept in float32 and rounded once at the end. Gradients likewise: a dK/dV that has
-one rank's share travels in the dtype, one with more in float32, and the finished one in the dtype.
+running result is kept in float32 and rounded once at the end. Gradients likewise: with two ranks
+every sum is of two shares and stays in the dtype; with more, a dK/dV that has one rank's share
+travels in the dtype, one with more in float32, the finished one in the dtype, and dQ sums in
+float32.
 """
 
 import torch
@@ -62,6 +64,10 @@ def ring_backward(dout, q, k, v, out, lse, softmax_scale, causal, softcap, deter
     blocks = _blocks(layout, causal, comm, q.shape[1], k.shape[1])
     if dout.stride(-1) != 1:
         dout = dout.contiguous()
+    # A sum of at most two shares is rounded once whether it is kept in the dtype (torch adds 16-bit
+    # tensors in float32 and rounds the result) or in float32 and rounded at the end: with two ranks
+    # every sum stays in the dtype, saving the float32 passes.
+    in_dtype = comm.world_size <= 2
     dq = None
     kv = (k, v)
     dkv = None          # the dK/dV of the block held: this rank's share plus those of the ranks before
@@ -74,13 +80,13 @@ def ring_backward(dout, q, k, v, out, lse, softmax_scale, causal, softcap, deter
                                 _rows(out, blk.rows), _lse_rows(lse, blk.rows), softmax_scale, blk.causal,
                                 deterministic, softcap=softcap)
             if dq is None:  # step 0 covers every row
-                dq = part[0].float()
+                dq = part[0] if in_dtype else part[0].float()
             else:
                 _rows(dq, blk.rows).add_(part[0])
         if step == 0:
             dkv = [part[1], part[2]]  # one share: exact in the dtype
         else:
-            dkv = [t.float() if t.dtype != torch.float32 else t for t in dkv_pending.wait()]
+            dkv = [t if in_dtype or t.dtype == torch.float32 else t.float() for t in dkv_pending.wait()]
             if part is not None:
                 dkv[0][:, blk.cols] += part[1]
                 dkv[1][:, blk.cols] += part[2]
