@@ -26,6 +26,7 @@ bench   for each total sequence length (32k, 64k, 128k by default; bf16, head di
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import socket
@@ -106,6 +107,9 @@ def run_check(rank, world_size, device, cpu_group, cases):
 
 
 # ---- bench ---------------------------------------------------------------------------------------
+
+# A hang (a rank that died, a deadlock) ends the run after this instead of at the device's limit.
+_TIMEOUT = datetime.timedelta(minutes=4)
 
 # Where the run's tensors live: the GPU of the rank, or the CPU for --cpu's smoke run of this script.
 _DEVICE = None
@@ -305,25 +309,28 @@ def derive(rows, world_size):
                 r["hidden"] = 1.0 - r["exposed_comm_ms"] / only["ms"]
 
 
-def run_bench(rank, world_size, args, cpu_group):
-    """(rows, links): the timing rows and the exchange bandwidth measurements."""
+def run_bench(rank, world_size, args, cpu_group, result, save):
+    """Fills result["links"] (the exchange bandwidth) and result["rows"] (the timings), saving after
+    each shape so that a run cut short keeps what it measured."""
     if rank == 0:
         print("bench: link", flush=True)
-    links = bench_link(rank, world_size, cpu_group, (1, 4) if args.cpu else (64, 256, 1024))
-    rows = []
+    result["links"] = bench_link(rank, world_size, cpu_group, (1, 4) if args.cpu else (64, 256, 1024))
+    rows = result["rows"] = []
     for seqlen in args.seqlens:
         for heads_kv in ([args.heads] + ([args.gqa_heads_kv] if seqlen == max(args.seqlens) else [])):
             if rank == 0:
                 print(f"bench: seqlen {seqlen}, heads {args.heads}/{heads_kv}", flush=True)
             rows += bench_single(rank, seqlen, args.heads, heads_kv, args.head_dim, args.reps, cpu_group)
             rows += bench_ring(rank, world_size, seqlen, args.heads, heads_kv, args.head_dim, args.reps, cpu_group)
+            derive(rows, world_size)
+            save()
     if rank == 0:
         print("bench: contiguous layout", flush=True)
     seqlen = max(args.seqlens)
     rows += bench_ring(rank, world_size, seqlen, args.heads, args.heads, args.head_dim, args.reps, cpu_group,
                        layout="contiguous", modes=("nccl",))
     derive(rows, world_size)
-    return rows, links
+    save()
 
 
 # ---- the processes -------------------------------------------------------------------------------
@@ -352,20 +359,34 @@ def worker(rank, world_size, port, args):
     if args.cpu:
         _DEVICE = torch.device("cpu")
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+                                timeout=_TIMEOUT)
     else:
         torch.cuda.set_device(rank)
         _DEVICE = torch.device("cuda", rank)
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                                device_id=_DEVICE)
-    cpu_group = dist.new_group(backend="gloo")
+                                device_id=_DEVICE, timeout=_TIMEOUT)
+    cpu_group = dist.new_group(backend="gloo", timeout=_TIMEOUT)
     result = {}
+
+    def save():
+        """rank 0 writes what the run has so far (again at every stage, the same file)."""
+        if rank != 0:
+            return None
+        result["context"]["seconds"] = round(time.perf_counter() - started, 1)
+        path = os.path.join(args.out_dir, result["context"]["run_name"] + ".json")
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1, default=str)
+        os.replace(path + ".tmp", path)
+        return path
+
+    started = time.perf_counter()
     try:
         if rank == 0:
             result["context"] = context(world_size)
             result["method"] = __doc__
             result["settings"] = {k: v for k, v in vars(args).items() if k != "steps"} | {"steps": args.steps}
-        started = time.perf_counter()
         if "check" in args.steps:
             result["check"] = run_check(rank, world_size, _DEVICE, cpu_group,
                                         CPU_CHECK_CASES if args.cpu else CHECK_CASES)
@@ -375,15 +396,11 @@ def worker(rank, world_size, port, args):
                       flush=True)
                 for r in bad:
                     print(f"  FAIL {r['case']} rank {r['rank']}: {r['reason'] or [t for t in r['tensors'] if not t['ok']]}")
+            save()
         if "bench" in args.steps:
-            result["rows"], result["links"] = run_bench(rank, world_size, args, cpu_group)
+            run_bench(rank, world_size, args, cpu_group, result, save)
         if rank == 0:
-            result["context"]["seconds"] = round(time.perf_counter() - started, 1)
-            path = os.path.join(args.out_dir, result["context"]["run_name"] + ".json")
-            os.makedirs(args.out_dir, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=1, default=str)
-            print(f"wrote {path}")
+            print(f"wrote {save()}")
             summarize(result)
             if any(not r["ok"] for r in result.get("check", [])):
                 raise SystemExit("bench/ring.py: the correctness check failed (the JSON has every record)")
