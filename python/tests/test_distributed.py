@@ -1,8 +1,10 @@
-"""flashcore.distributed (ring attention) and flashcore.merge_partials.
+"""flashcore.distributed (ring attention, and Ulysses head parallelism around it) and
+flashcore.merge_partials.
 
-The process-group tests spawn 2 and 3 processes (gloo on the CPU; NCCL, one GPU each, where the
+The process-group tests spawn 2, 3 and 4 processes (gloo on the CPU; NCCL, one GPU each, where the
 machine has that many GPUs) and compare every rank's shard of out, dq, dk and dv with attention on
-the whole sequence (ring_worker.py says how). The rest runs in this process: the layouts' plan
+the whole sequence (ring_worker.py says how); 2 processes also run pure Ulysses, 4 a 2 x 2 mesh of
+Ulysses inside ring. The rest runs in this process: the layouts' plan
 against the causal mask element by element, shard/unshard, a one-rank group, argument errors, and
 the merge against its formula.
 """
@@ -16,8 +18,9 @@ import torch.multiprocessing as mp
 
 import ring_worker
 from flashcore import flash_attn_func, merge_partials
-from flashcore.distributed import (positions, ring_flash_attn_func, ring_flash_attn_qkvpacked_func, shard, unshard,
-                                   zigzag_shard, zigzag_unshard)
+from flashcore.distributed import (positions, ring_flash_attn_func, ring_flash_attn_qkvpacked_func, shard,
+                                   shard_2d, ulysses_ring_flash_attn_func, unshard, unshard_2d, zigzag_shard,
+                                   zigzag_unshard)
 from flashcore.distributed.layout import block
 
 BF16, FP16 = torch.bfloat16, torch.float16
@@ -31,6 +34,7 @@ RING_CASES = {
         dict(dtype=BF16, batch=1, seqlen_local=16, heads=2, heads_k=2, headdim=32, causal=True, layout="contiguous"),
         dict(dtype=FP16, batch=1, seqlen_local=16, heads=4, heads_k=2, headdim=40, causal=True, softcap=2.0),
         dict(dtype=BF16, batch=1, seqlen_local=16, heads=2, heads_k=2, headdim=32, causal=True, packing="qkv"),
+        dict(dtype=BF16, batch=1, seqlen_local=16, heads=4, heads_k=2, headdim=32, causal=True, mesh=(1, 2)),
     ],
     3: [
         dict(dtype=BF16, batch=1, seqlen_local=16, heads=4, heads_k=2, headdim=32, causal=True),
@@ -39,10 +43,17 @@ RING_CASES = {
         dict(dtype=FP16, batch=1, seqlen_local=16, heads=4, heads_k=1, headdim=32, causal=True, packing="kv",
              deterministic=True),
     ],
+    # Ulysses inside ring: head groups {0, 1}, {2, 3}; ring groups {0, 2}, {1, 3}.
+    4: [
+        dict(dtype=BF16, batch=1, seqlen_local=8, heads=4, heads_k=2, headdim=32, causal=True, mesh=(2, 2)),
+        dict(dtype=FP16, batch=2, seqlen_local=6, heads=2, heads_k=2, headdim=32, causal=False, mesh=(2, 2)),
+        dict(dtype=BF16, batch=1, seqlen_local=8, heads=4, heads_k=2, headdim=32, causal=True, mesh=(2, 2),
+             layout="contiguous"),
+    ],
 }
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_ring_matches_whole_sequence(device, world_size, tmp_path):
     if device == "cuda" and torch.cuda.device_count() < world_size:
         pytest.skip(f"needs {world_size} GPUs for NCCL ring attention, this machine has {torch.cuda.device_count()}")
@@ -94,6 +105,8 @@ def test_shard_unshard_round_trip(layout):
     assert torch.equal(unshard(pieces, layout), x)
     assert torch.equal(zigzag_unshard([zigzag_shard(x, r, 3) for r in range(3)]), x)
     assert positions(12, 1, 3).tolist() == [2, 3, 8, 9]  # chunks 1 and 4 of 6
+    grid = [[shard_2d(x, r, 2, h, 3, layout) for h in range(3)] for r in range(2)]
+    assert torch.equal(unshard_2d(grid, layout), x)
 
 
 def test_shard_rejects_uneven_split():
@@ -126,6 +139,14 @@ def test_one_rank_is_flash_attn_func(single_rank_group, causal):
     assert torch.equal(out, want)
     for got, expected in zip(torch.autograd.grad(out, (q, k, v), dout), torch.autograd.grad(want, (q, k, v), dout)):
         assert torch.equal(got, expected)
+
+
+def test_ulysses_without_groups_is_flash_attn_func(single_rank_group):
+    q, k, v = (torch.randn(1, 12, 4, 32, dtype=BF16).requires_grad_() for _ in range(3))
+    out = ulysses_ring_flash_attn_func(q, k, v, causal=True)
+    assert torch.equal(out, flash_attn_func(q, k, v, causal=True))
+    with pytest.raises(ValueError, match="k: the head group has 1 ranks|rank-4"):
+        ulysses_ring_flash_attn_func(q, k[0], v, causal=True)
 
 
 def test_errors_name_the_argument(single_rank_group):
