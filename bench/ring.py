@@ -21,7 +21,9 @@ bench   for each total sequence length (32k, 64k, 128k by default; bf16, head di
         (world_size * t(ring)), 1.0 being perfect scaling on the same total work, and for the nccl
         rows `hidden` = 1 - (t(nccl) - t(none)) / t(only), the share of the transfer time that
         compute covered. Plus a contiguous-layout row (the imbalance zigzag removes), GQA rows, and
-        the raw ring exchange bandwidth (`links`) the docs/context_parallelism.md model uses.
+        the raw ring exchange bandwidth (`links`) the docs/context_parallelism.md model uses, and
+        head parallelism alone (Ulysses all-to-all over all the GPUs, `flashcore_ulysses`) at the
+        longest seqlen for comparison.
 """
 
 import argparse
@@ -62,12 +64,14 @@ CHECK_CASES = [
     dict(dtype=BF16, batch=1, seqlen_local=1000, heads=8, heads_k=2, headdim=64, causal=True),  # ragged tiles
     dict(dtype=FP16, batch=1, seqlen_local=1024, heads=8, heads_k=8, headdim=64, causal=True, softcap=5.0),
     dict(dtype=BF16, batch=1, seqlen_local=1024, heads=8, heads_k=8, headdim=128, causal=True, packing="qkv"),
+    dict(dtype=BF16, batch=1, seqlen_local=2048, heads=8, heads_k=2, headdim=128, causal=True, mesh=(1, 2)),  # Ulysses
 ]
 
 # --cpu's smoke run of this script: the CI cases' sizes.
 CPU_CHECK_CASES = [
     dict(dtype=BF16, batch=1, seqlen_local=32, heads=4, heads_k=2, headdim=64, causal=True),
     dict(dtype=FP16, batch=1, seqlen_local=24, heads=4, heads_k=4, headdim=32, causal=False),
+    dict(dtype=BF16, batch=1, seqlen_local=16, heads=4, heads_k=2, headdim=32, causal=True, mesh=(1, 2)),
 ]
 
 
@@ -269,6 +273,35 @@ def bench_ring(rank, world_size, seqlen, heads, heads_kv, head_dim, reps, cpu_gr
     return rows
 
 
+def bench_ulysses(rank, world_size, seqlen, heads, heads_kv, head_dim, reps, cpu_group):
+    """Head parallelism alone over every rank (ulysses_ring_flash_attn_func with one head group and
+    no ring): for comparison with the ring on the same GPUs."""
+    from flashcore.distributed import ulysses_ring_flash_attn_func
+
+    local = seqlen // world_size
+    make = lambda h: torch.randn(1, local, h, head_dim, dtype=BF16, device=_DEVICE)
+    q, k, v = make(heads), make(heads_kv), make(heads_kv)
+    dout = torch.randn_like(q)
+    group = dist.group.WORLD
+    rows = []
+    for pass_ in ("fwd", "fwd_bwd"):
+        if pass_ == "fwd":
+            def fn():
+                with torch.no_grad():
+                    ulysses_ring_flash_attn_func(q, k, v, causal=True, head_group=group)
+        else:
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+
+            def fn():
+                torch.autograd.grad(ulysses_ring_flash_attn_func(*leaves, causal=True, head_group=group), leaves, dout)
+        ms, samples = _time_ms(fn, reps, cpu_group)
+        rows.append(_row("flashcore_ulysses", pass_, seqlen, heads, heads_kv, head_dim, ms, samples, world_size,
+                         comm="nccl", seqlen_local=local))
+    del q, k, v, dout
+    _empty_cache()
+    return rows
+
+
 def bench_link(rank, world_size, cpu_group, sizes_mib=(64, 256, 1024)):
     """The ring exchange alone: every rank sends `size` bytes to the next and receives as many from
     the previous one, at once (what one step of the ring does)."""
@@ -294,13 +327,13 @@ def derive(rows, world_size):
         return None
 
     for r in rows:
-        if r.get("impl") != "flashcore_ring" or not r.get("ms"):
+        if r.get("impl") not in ("flashcore_ring", "flashcore_ulysses") or not r.get("ms"):
             continue
         key = {"pass": r["pass"], "seqlen_q": r["seqlen_q"], "heads_kv": r["heads_kv"]}
         one = find(impl="flashcore", **key)
         if one and one.get("ms") and r["comm"] != "only":
             r["efficiency"] = one["ms"] / (world_size * r["ms"])
-        if r["comm"] == "nccl":
+        if r["comm"] == "nccl" and r["impl"] == "flashcore_ring":
             none = find(impl="flashcore_ring", comm="none", layout=r["layout"], **key)
             only = find(impl="flashcore_ring", comm="only", layout=r["layout"], **key)
             if none and only and only.get("ms"):
@@ -329,6 +362,11 @@ def run_bench(rank, world_size, args, cpu_group, result, save):
     seqlen = max(args.seqlens)
     rows += bench_ring(rank, world_size, seqlen, args.heads, args.heads, args.head_dim, args.reps, cpu_group,
                        layout="contiguous", modes=("nccl",))
+    if rank == 0:
+        print("bench: Ulysses", flush=True)
+    for heads_kv in (args.heads, args.gqa_heads_kv):
+        if args.heads % world_size == 0 and heads_kv % world_size == 0:
+            rows += bench_ulysses(rank, world_size, seqlen, args.heads, heads_kv, args.head_dim, args.reps, cpu_group)
     derive(rows, world_size)
     save()
 
