@@ -194,7 +194,7 @@ def test_merge_partials_is_attention_over_both_blocks(device, dtype):
     out, lse = merge_partials(out_a, lse_a, out_b, lse_b)
     whole, whole_lse = run_forward(q, k, v, scale, False)
     assert out.dtype == dtype
-    torch.testing.assert_close(lse, whole_lse, rtol=0, atol=1e-5)
+    torch.testing.assert_close(lse, whole_lse, rtol=1e-5, atol=1e-5)  # the GPU kernels use exp2.approx
     # Two partials rounded to the dtype, merged, rounded again: within 2 ulp of the one-pass result.
     ulp = torch.finfo(dtype).eps * whole.abs().float().clamp_min(1.0)
     assert ((out.float() - whole.float()).abs() <= 2 * ulp).all()
