@@ -231,3 +231,12 @@ def test_merge_partials_errors_name_the_argument():
         merge_partials(out, torch.zeros(1, 4, 2), out, lse)
     with pytest.raises(ValueError, match="out: overlaps out_a"):
         merge_partials(out[:, :3], lse[:, :, :3], out[:, 1:], lse[:, :, 1:], out=out[:, 1:])
+
+
+def test_merge_partials_c_abi_rejects_null_tensors():
+    """The C function itself: null descriptors and null options are an error naming the argument, not a crash."""
+    from flashcore import _library as lib
+
+    status = lib.merge_partials(None, None, None, None, None, None, None)
+    assert status == lib.STATUS_INVALID_ARGUMENT
+    assert "flashcore::merge_partials: out_a: is null" in lib.last_error()
