@@ -381,8 +381,12 @@ def context(world_size):
     c = ctx.base_context("ring")
     if _on_gpu():
         c.update(ctx.torch_context(torch))
-        c.update(gpus=[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-                 nccl=str(torch.cuda.nccl.version()), topology=_run(["nvidia-smi", "topo", "-m"]))
+        try:
+            nccl = str(torch.cuda.nccl.version())
+        except Exception as e:  # recorded, never fatal
+            nccl = f"unknown: {type(e).__name__}: {e}"
+        c.update(gpus=[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())], nccl=nccl,
+                 topology=_run(["nvidia-smi", "topo", "-m"]))
     else:
         c.update(device="cpu", torch=torch.__version__, note="--cpu smoke run: gloo, CPU tensors, wall-clock times")
     c.update(world_size=world_size, flashcore=flashcore.__version__,
