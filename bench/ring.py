@@ -195,12 +195,11 @@ def _row(impl, pass_, seqlen, heads, heads_kv, head_dim, ms, samples, world_size
     from flashbench.flops import attention_flops, tflops
 
     flops = attention_flops(1, heads, seqlen, seqlen, head_dim, True, pass_)
-    row = dict(impl=impl, kernels=None, pass_=pass_, dtype="bf16", head_dim=head_dim, causal=True, batch=1,
-               heads=heads, heads_kv=heads_kv, seqlen_q=seqlen, seqlen_k=seqlen, ms=ms,
-               tflops=tflops(flops, ms) if ms else None, reason=None, world_size=world_size,
-               samples_ms=[round(s, 4) for s in samples])
+    row = {"impl": impl, "kernels": None, "pass": pass_, "dtype": "bf16", "head_dim": head_dim, "causal": True,
+           "batch": 1, "heads": heads, "heads_kv": heads_kv, "seqlen_q": seqlen, "seqlen_k": seqlen, "ms": ms,
+           "tflops": tflops(flops, ms) if ms else None, "reason": None, "world_size": world_size,
+           "samples_ms": [round(s, 4) for s in samples]}
     row.update(extra)
-    row["pass"] = row.pop("pass_")
     return row
 
 

@@ -12,6 +12,8 @@ tensors alive until their transfers complete.
 import torch
 import torch.distributed as dist
 
+from flashcore.distributed.layout import unshard
+
 
 def _check_initialized():
     if not (dist.is_available() and dist.is_initialized()):
@@ -73,8 +75,6 @@ class LocalComm:
 def gather(local, group=None, layout="zigzag", dim=1):
     """The whole sequence on every rank, from each rank's `local` piece (all_gather, then
     layout.unshard). For tests and inspection: it moves the whole sequence to every rank."""
-    from flashcore.distributed.layout import unshard
-
     _check_initialized()
     group = group if group is not None else dist.group.WORLD
     pieces = [torch.empty_like(local, memory_format=torch.contiguous_format)
