@@ -1,8 +1,6 @@
 """The public ring attention functions, shaped like flash_attn_func and its packed variants, plus
 the process group and the layout of the sequence."""
 
-import torch
-
 from flashcore._tensors import check_attention_inputs, check_tensor
 from flashcore.distributed import layout as layouts
 from flashcore.distributed.comm import RingComm
