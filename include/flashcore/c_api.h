@@ -189,6 +189,19 @@ FLASHCORE_C_EXPORT int flashcore_selected_kernels(const flashcore_tensor* q, con
                                                   const flashcore_tensor* dv, int backward,
                                                   const flashcore_options* options, int32_t* family);
 
+/* Merges two partial attention results for the same queries over disjoint sets of keys into the
+ * exact result over their union (flashcore/merge.h has the formula and the special values):
+ *   lse = log(exp(lse_a) + exp(lse_b)),  out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b,
+ * in float32. What ring attention (context parallelism) and split-KV decoding combine blocks with.
+ *   out_a, out_b, out   (batch, seqlen, heads, head_dim), each float16, bfloat16 or float32
+ *   lse_a, lse_b, lse   (batch, heads, seqlen), float32; lse optional (NULL or data == NULL)
+ *   out / lse may be out_a / lse_a (or the b side) itself, for an in-place merge; no other overlap.
+ *   options      only backend, num_threads and stream are read; NULL means every default. */
+FLASHCORE_C_EXPORT int flashcore_merge_partials(const flashcore_tensor* out_a, const flashcore_tensor* lse_a,
+                                                const flashcore_tensor* out_b, const flashcore_tensor* lse_b,
+                                                const flashcore_tensor* out, const flashcore_tensor* lse,
+                                                const flashcore_options* options);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "flashcore/attention.h"
+#include "flashcore/merge.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"
 

@@ -4,15 +4,19 @@ A drop-in for the flash_attn 2.x package's functions: replace
 `from flash_attn import flash_attn_func` with `from flashcore import flash_attn_func`.
 The package reaches the C++ library through its C ABI (libflashcore_c, loaded with ctypes), so it
 does not depend on PyTorch's C++ ABI and works with any PyTorch >= 2.4.
+
+flashcore.distributed holds context parallelism (ring attention over torch.distributed);
+flashcore.merge_partials merges attention computed over separate blocks of keys.
 """
 
 from flashcore import _library
 from flashcore.flash_attn_interface import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                                             flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
                                             flash_attn_varlen_qkvpacked_func)
+from flashcore.merge import merge_partials
 
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
-           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "built_with_cuda", "__version__"]
+           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "merge_partials", "built_with_cuda", "__version__"]

@@ -140,6 +140,10 @@ selected_kernels = _lib.flashcore_selected_kernels
 selected_kernels.argtypes = [_T] * 9 + [ctypes.c_int, _O, ctypes.POINTER(ctypes.c_int32)]
 selected_kernels.restype = ctypes.c_int
 
+merge_partials = _lib.flashcore_merge_partials
+merge_partials.argtypes = [_T] * 6 + [_O]
+merge_partials.restype = ctypes.c_int
+
 
 def version():
     return _lib.flashcore_version().decode()

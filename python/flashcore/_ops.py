@@ -90,6 +90,21 @@ def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, 
     return dq, dk, dv
 
 
+def run_merge(out_a, lse_a, out_b, lse_b, out, lse):
+    """Writes into out (and lse, if not None) the merge of two partial results over disjoint key
+    sets (flashcore/merge.h); out / lse may be out_a / lse_a themselves (in place)."""
+    descriptors, views = pack(out_a, lse_a, out_b, lse_b, out, lse)
+    stream, num_threads, guard = _launch_context(out_a.device)
+    options = ctypes.byref(lib.options(None, stream=stream, num_threads=num_threads))
+    if guard is None:
+        status = lib.merge_partials(*views, options)
+    else:
+        with guard:
+            status = lib.merge_partials(*views, options)
+    if status:
+        lib.check(status)
+
+
 def _backward_call(views, options, device):
     if device.type == "cuda":
         needed = ctypes.c_size_t(0)

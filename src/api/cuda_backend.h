@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "api/merge_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cuda {
@@ -15,5 +16,8 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& pr
 // The family forward() / backward() would run (KernelFamily::kAuto resolved).
 Status forward_family(const ForwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
 Status backward_family(const BackwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
+
+// merge_partials (flashcore/merge.h) on CUDA tensors, on params.stream.
+Status merge_partials(const MergeParams& params, const detail::MergeProblem& problem);
 
 }  // namespace flashcore::cuda

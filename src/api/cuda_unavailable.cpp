@@ -16,5 +16,6 @@ Status backward_workspace_size(const BackwardParams&, const detail::AttentionPro
 Status backward(const BackwardParams&, const detail::AttentionProblem&) { return unavailable(); }
 Status forward_family(const ForwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
 Status backward_family(const BackwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
+Status merge_partials(const MergeParams&, const detail::MergeProblem&) { return unavailable(); }
 
 }  // namespace flashcore::cuda

@@ -269,4 +269,25 @@ int flashcore_selected_kernels(const flashcore_tensor* q, const flashcore_tensor
   });
 }
 
+int flashcore_merge_partials(const flashcore_tensor* out_a, const flashcore_tensor* lse_a,
+                             const flashcore_tensor* out_b, const flashcore_tensor* lse_b, const flashcore_tensor* out,
+                             const flashcore_tensor* lse, const flashcore_options* options) {
+  constexpr const char* kFunction = "flashcore_merge_partials";
+  return guarded(kFunction, [&]() -> Status {
+    flashcore_options o;
+    FLASHCORE_C_RETURN_IF_ERROR(read_options(kFunction, options, &o));
+    flashcore::MergeParams params;
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "out_a", out_a, &params.out_a));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "lse_a", lse_a, &params.lse_a));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "out_b", out_b, &params.out_b));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "lse_b", lse_b, &params.lse_b));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "out", out, &params.out));
+    FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, "lse", lse, &params.lse));
+    FLASHCORE_C_RETURN_IF_ERROR(to_backend(kFunction, o.backend, &params.backend));
+    params.stream = o.stream;
+    params.num_threads = o.num_threads;
+    return flashcore::merge_partials(params);
+  });
+}
+
 }  // extern "C"

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "api/merge_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cpu {
@@ -25,5 +26,8 @@ std::size_t flash_backward_scratch_bytes(const detail::AttentionProblem& problem
 // ignores params.out and params.lse.
 Status reference_forward(const ForwardParams& params, const detail::AttentionProblem& problem);
 Status reference_backward(const BackwardParams& params, const detail::AttentionProblem& problem);
+
+// merge_partials (flashcore/merge.h) on CPU tensors, threaded over rows.
+Status merge_partials(const MergeParams& params, const detail::MergeProblem& problem);
 
 }  // namespace flashcore::cpu
