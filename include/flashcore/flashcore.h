@@ -2,6 +2,7 @@
 #pragma once
 
 #include "flashcore/attention.h"
+#include "flashcore/kvcache.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"
 

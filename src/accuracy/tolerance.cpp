@@ -21,6 +21,7 @@ Format format_of(DType dtype) {
     case DType::kBFloat16:
       return {7, -126};
     case DType::kFloat32:
+    case DType::kInt32:
       return {23, -126};
   }
   return {23, -126};

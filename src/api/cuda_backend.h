@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "api/kvcache_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cuda {
@@ -15,5 +16,13 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& pr
 // The family forward() / backward() would run (KernelFamily::kAuto resolved).
 Status forward_family(const ForwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
 Status backward_family(const BackwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
+
+// forward_kvcache (flashcore/kvcache.h). copy_kvcache_indices copies the index tensors to the host
+// (a synchronous copy on params.stream) for the API's checks; forward_kvcache then runs with them
+// (or with null when params.check_indices is off: the heuristic then sizes splits by the capacity).
+Status copy_kvcache_indices(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                            detail::KvCacheIndices* indices);
+Status forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                       const detail::KvCacheIndices* indices);
 
 }  // namespace flashcore::cuda

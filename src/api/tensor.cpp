@@ -8,6 +8,7 @@ const char* dtype_name(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
+    case DType::kInt32: return "int32";
   }
   return "unknown";
 }
@@ -16,7 +17,8 @@ std::size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kFloat16:
     case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "api/kvcache_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cpu {
@@ -25,5 +26,14 @@ std::size_t flash_backward_scratch_bytes(const detail::AttentionProblem& problem
 // ignores params.out and params.lse.
 Status reference_forward(const ForwardParams& params, const detail::AttentionProblem& problem);
 Status reference_backward(const BackwardParams& params, const detail::AttentionProblem& problem);
+
+// forward_kvcache on the CPU, with indices already checked: the append (rotary in fp32, rounded to
+// the dtype), then each sequence's attention through flash_forward (a paged sequence is gathered
+// into a contiguous copy first). And the float64 reference's version (reference_kvcache.cpp):
+// rotary in float64, results rounded to the dtype.
+Status flash_forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                             const detail::KvCacheIndices& indices);
+Status reference_forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                                 const detail::KvCacheIndices& indices);
 
 }  // namespace flashcore::cpu

@@ -13,7 +13,8 @@ double epsilon(DType dtype) {
   switch (dtype) {
     case DType::kFloat16: return std::ldexp(1.0, -10);
     case DType::kBFloat16: return std::ldexp(1.0, -7);
-    case DType::kFloat32: return std::ldexp(1.0, -13);
+    case DType::kFloat32:
+    case DType::kInt32: return std::ldexp(1.0, -13);
   }
   return 0.0;
 }

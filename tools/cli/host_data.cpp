@@ -63,6 +63,7 @@ std::vector<std::byte> encode(const std::vector<double>& values, DType dtype) {
     case DType::kFloat16: encode_as<cutlass::half_t>(values, bytes.data()); break;
     case DType::kBFloat16: encode_as<cutlass::bfloat16_t>(values, bytes.data()); break;
     case DType::kFloat32: encode_as<float>(values, bytes.data()); break;
+    case DType::kInt32: encode_as<std::int32_t>(values, bytes.data()); break;
   }
   return bytes;
 }
@@ -73,6 +74,7 @@ std::vector<double> decode(const void* data, DType dtype, std::int64_t count) {
     case DType::kFloat16: decode_as<cutlass::half_t>(data, count, &values); break;
     case DType::kBFloat16: decode_as<cutlass::bfloat16_t>(data, count, &values); break;
     case DType::kFloat32: decode_as<float>(data, count, &values); break;
+    case DType::kInt32: decode_as<std::int32_t>(data, count, &values); break;
   }
   return values;
 }
