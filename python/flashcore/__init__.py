@@ -8,9 +8,11 @@ does not depend on PyTorch's C++ ABI and works with any PyTorch >= 2.4.
 
 from flashcore import _library
 from flashcore.flash_attn_interface import flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func
+from flashcore.kvcache import flash_attn_with_kvcache
 
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
 
-__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "built_with_cuda",
+__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_with_kvcache",
+           "built_with_cuda",
            "__version__"]

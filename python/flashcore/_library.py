@@ -13,7 +13,7 @@ MAX_RANK = 4
 ABI_VERSION = 2  # FLASHCORE_C_ABI_VERSION this binding was written for
 
 # flashcore_tensor.dtype / .device codes and the backend codes (c_api.h).
-DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32 = 0, 1, 2
+DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32, DTYPE_INT32 = 0, 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 BACKEND_AUTO, BACKEND_CPU, BACKEND_CPU_REFERENCE, BACKEND_CUDA = 0, 1, 2, 3
 # flashcore_options.kernels: the GPU kernel family (auto, or forced).
@@ -78,6 +78,21 @@ def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AU
                     window_right, softcap, alibi_slopes)
 
 
+class CKvCacheOptions(ctypes.Structure):
+    """flashcore_kvcache_options: forward_kvcache's own options, its size first (c_api.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("rotary_interleaved", ctypes.c_int32),
+        ("num_splits", ctypes.c_int32),
+        ("check_indices", ctypes.c_int32),
+    ]
+
+
+def kvcache_options(rotary_interleaved=True, num_splits=0, check_indices=True):
+    return CKvCacheOptions(ctypes.sizeof(CKvCacheOptions), bool(rotary_interleaved), num_splits, bool(check_indices))
+
+
 def _library_path():
     override = os.environ.get(LIBRARY_ENV)
     if override:
@@ -134,6 +149,14 @@ backward.restype = ctypes.c_int
 selected_kernels = _lib.flashcore_selected_kernels
 selected_kernels.argtypes = [_T] * 9 + [ctypes.c_int, _O, ctypes.POINTER(ctypes.c_int32)]
 selected_kernels.restype = ctypes.c_int
+
+
+# flashcore_forward_kvcache: absent from libraries built before it (None then; the Python function
+# says so when called).
+forward_kvcache = getattr(_lib, "flashcore_forward_kvcache", None)
+if forward_kvcache is not None:
+    forward_kvcache.argtypes = [_T] * 13 + [_O, ctypes.POINTER(CKvCacheOptions)]
+    forward_kvcache.restype = ctypes.c_int
 
 
 def version():

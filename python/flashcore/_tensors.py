@@ -17,6 +17,7 @@ _DTYPE_CODES = {
     torch.float16: lib.DTYPE_FLOAT16,
     torch.bfloat16: lib.DTYPE_BFLOAT16,
     torch.float32: lib.DTYPE_FLOAT32,
+    torch.int32: lib.DTYPE_INT32,
 }
 _DEVICE_CODES = {"cpu": lib.DEVICE_CPU, "cuda": lib.DEVICE_CUDA}
 _CUDA_CODES = (lib.DEVICE_CPU, lib.DEVICE_CUDA)  # indexed by Tensor.is_cuda

@@ -1,5 +1,6 @@
 // Argument validation for forward_kvcache(): every rejection names the argument, and nothing has
 // been written when one is returned.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -261,9 +262,12 @@ Status check_kvcache_indices(const KvCacheProblem& p, const KvCacheIndices& x) {
     if (pad < 0 || pad > len) {
       return fail("cache_leftpad", "must be in [0, cache_seqlens] = [0, " + str(len) + "], got " + str(pad) + seq);
     }
-    if (p.rotary_dim > 0 && len + p.seqlen_new > p.seqlen_ro) {
+    // The new keys sit at positions len .. len + seqlen_new - 1; q rows at len + i (per row) or len.
+    const std::int64_t last_position =
+        std::max(len + p.seqlen_new, len + (p.rotate_q_per_row ? p.attn.seqlen_q : 1)) - 1;
+    if (p.rotary_dim > 0 && last_position >= p.seqlen_ro) {
       return fail("rotary_cos", "has " + str(p.seqlen_ro) + " positions, but sequence " + str(b) + " reaches position " +
-                                    str(len + p.seqlen_new - 1));
+                                    str(last_position));
     }
     if (p.paged) {
       const std::int64_t end = len + p.seqlen_new;
