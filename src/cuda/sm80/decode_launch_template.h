@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_splits.h"
@@ -15,14 +17,25 @@
 #include "cuda/sm80/decode_combine.h"
 #include "cuda/sm80/decode_kernel.h"
 #include "cuda/sm80/decode_launch.h"
+#include "cuda/sm80/decode_mma_kernel.h"
 #include "cuda/sm80/decode_traits.h"
 
 namespace flashcore::cuda::sm80 {
 
-template <class Traits>
-Status launch_decode(const DecodeParams& params, cudaStream_t stream) {
+// Which decode kernel runs: the tensor-core one (decode_mma_kernel.h, the default) or the FP32-FMA
+// one (decode_kernel.h) when the environment variable FLASHCORE_DECODE_KERNEL is "fma", so both can
+// be tested and timed on one build.
+inline bool use_fma_decode_kernel() {
+  static const bool fma = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_KERNEL");
+    return env != nullptr && std::strcmp(env, "fma") == 0;
+  }();
+  return fma;
+}
+
+template <class Traits, class Kernel>
+Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
   using Element = typename Traits::Element;
-  auto kernel = &decode_kernel<Traits>;
   constexpr int kSmem = Traits::kSmemBytes;
   if constexpr (kSmem > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -70,14 +83,16 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream) {
   return status;
 }
 
-// Two row-block heights: 4 packed rows (GQA 4:1 decode, MHA speculative decoding of 4 tokens) keep
-// the registers of q, the accumulators and the scores at ~100 a thread; 8 serve GQA 8:1 and
-// longer packs (more rows run as more row blocks).
+// The tensor-core kernel packs 16 rows a CTA; the FMA kernel 4 (q, the accumulators and the scores
+// in ~200 registers; 8 rows spilled), more rows running as more row blocks.
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
-  const int rows = params.group_size * params.seqlen_q;
-  return rows <= 4 ? launch_decode<DecodeTraits<Element, kHeadDim, 4>>(params, stream)
-                   : launch_decode<DecodeTraits<Element, kHeadDim, 8>>(params, stream);
+  if (!use_fma_decode_kernel()) {
+    using Mma = DecodeMmaTraits<Element, kHeadDim>;
+    return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);
+  }
+  using Fma = DecodeTraits<Element, kHeadDim, 4>;
+  return launch_decode<Fma>(params, stream, &decode_kernel<Fma>);
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -1,4 +1,5 @@
-// Tile shape of the decode kernel (decode_kernel.h) for one (dtype, head dim, packed rows).
+// Tile shape of the FP32-FMA decode kernel (decode_kernel.h) for one (dtype, head dim, packed rows);
+// launched with 4 rows (decode_launch_template.h).
 //
 // 128 threads. kLanesPerRow threads share one key row, 8 columns (16 bytes) each; the CTA's
 // kGroups key groups each own every kGroups-th key of a tile and keep an online softmax of their
@@ -10,7 +11,7 @@
 //      64          8        16       128         32 KB             64 KB
 //     128         16         8        64         32 KB             64 KB
 //     256         32         4        32         32 KB             64 KB
-// (8 rows: half the keys a tile, three stages, 48 KB.) 64 KB a CTA: 3 CTAs per SM on H100 (228 KB), 2 on A100 (164 KB); ~32 KB in flight per CTA is
+// 64 KB a CTA: 3 CTAs per SM on H100 (228 KB), 2 on A100 (164 KB); ~32 KB in flight per CTA is
 // more than the ~25 KB per SM that Little's law asks of HBM3 (3.35 TB/s x ~1 us / 132 SMs).
 #pragma once
 
@@ -29,10 +30,8 @@ struct DecodeTraits {
   static constexpr int kColsPerThread = 8;  // one 16-byte vector
   static constexpr int kLanesPerRow = kHeadDim / kColsPerThread;
   static constexpr int kGroups = kThreads / kLanesPerRow;
-  // Scores held per thread per tile: kKeysPerGroup x kRows = 32 registers. 8 rows take 4 keys a
-  // tile (8 x 8 spilled ~1 KB a thread beside q and the accumulators) and a third stage instead,
-  // to keep as many bytes in flight.
-  static constexpr int kKeysPerGroup = kRows <= 4 ? 8 : 4;
+  // Scores held per thread per tile: kKeysPerGroup x kRows = 32 registers.
+  static constexpr int kKeysPerGroup = 8;
   static constexpr int kBlockN = kGroups * kKeysPerGroup;
   static constexpr int kStages = 2;
   static constexpr int kTileElems = kBlockN * kHeadDim;  // one of K or V
