@@ -85,11 +85,16 @@ def time_graph(fn_of_copy, copies, calls, reps):
 
 
 def copy_bandwidth(reps):
+    """Device-copy bandwidth (bytes read + written per second) of a 2 GiB torch copy_, after a
+    warm-up that brings the clocks up (v1 measured the first copies at idle clocks: 2.44 TB/s)."""
     n = 2 * 1024 ** 3 // 2
     a = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     b = torch.empty_like(a)
     a.fill_(1.0)
-    ms = time_graph(lambda i: b.copy_(a), 1, 5, reps)
+    for _ in range(20):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    ms = time_graph(lambda i: b.copy_(a), 1, 10, reps)
     return 2 * a.numel() * 2 / (ms * 1e-3), ms
 
 
@@ -107,6 +112,8 @@ def main():
     parser.add_argument("--out", default="bench/results/kvcache_decode.json")
     parser.add_argument("--skip-sdpa", action="store_true")
     parser.add_argument("--label", default="", help="suffix of the flashcore rows' impl name")
+    parser.add_argument("--split-sweep", default="",
+                        help="BATCH:S1/S2/..,BATCH:..: also time the contiguous cache with these forced num_splits")
     args = parser.parse_args()
 
     import flashcore
@@ -161,15 +168,25 @@ def main():
                 tables = [torch.randperm(batch * pages_per_seq, device="cuda").int().view(batch, pages_per_seq)
                           for _ in range(copies)]
             vcs = [torch.randn_like(kcs[0]) for _ in range(copies)]
-            for append in ([False, True] if args.append else [False]):
+            sweep = {}
+            for item in filter(None, args.split_sweep.split(",")):
+                sweep_batch, counts = item.split(":")
+                sweep[int(sweep_batch)] = [int(c) for c in counts.split("/")]
+            variants = [(append, 0) for append in ([False, True] if args.append else [False])]
+            if page == 0:
+                variants += [(False, splits) for splits in sweep.get(batch, [])]
+            for append, forced_splits in variants:
                 k_new = torch.randn(batch, 1, HKV, D, dtype=torch.bfloat16, device="cuda") if append else None
                 lens = seqlens - 1 if append else seqlens
 
                 def call(i):
                     return flashcore.flash_attn_with_kvcache(q, kcs[i], vcs[i], k_new, k_new, cache_seqlens=lens,
-                                                             block_table=tables[i], check_indices=False)
+                                                             block_table=tables[i], num_splits=forced_splits,
+                                                             check_indices=False)
                 row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
-                           decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma")
+                           num_splits=forced_splits or "auto",
+                           decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
+                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or 2))
                 try:
                     ms, how = time_call(call, copies, args.calls, args.reps)
                     bps = kv_bytes / (ms * 1e-3)
@@ -192,7 +209,7 @@ def main():
                 rows.append(row)
                 print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                        if k in ("impl", "batch", "page_size", "append", "ms", "kv_tbps", "frac_of_copy",
-                                "speedup_vs_sdpa_best", "max_abs_diff_vs_fp32", "timing", "reason")}, flush=True)
+                                "speedup_vs_sdpa_best", "max_abs_diff_vs_fp32", "num_splits", "reason")}, flush=True)
             del kcs, vcs
             torch.cuda.empty_cache()
         for r in rows:
@@ -200,6 +217,8 @@ def main():
                 r["kv_tbps"] = kv_bytes / (r["ms"] * 1e-3) / 1e12
                 r["frac_of_copy"] = kv_bytes / (r["ms"] * 1e-3) / copy_bps
                 print({k: r[k] for k in ("impl", "batch", "ms", "kv_tbps", "frac_of_copy")}, flush=True)
+    copy_end_bps, _ = copy_bandwidth(args.reps)
+    print(f"device copy at the end: {copy_end_bps / 1e12:.3f} TB/s", flush=True)
     for r in rows:
         r["pass"] = r.pop("pass_")
         r["tflops"] = None if not r.get("ms") else 4 * r["batch"] * r["heads"] * r["seqlen_k"] * r["head_dim"] / (
@@ -209,8 +228,9 @@ def main():
         schema="flashcore-kvcache-decode-1",
         context=dict(gpu=dev.name, sm_count=dev.multi_processor_count, torch=torch.__version__,
                      cuda=torch.version.cuda, python=platform.python_version(), commit=commit,
-                     date=datetime.datetime.utcnow().isoformat() + "Z",
-                     copy_bandwidth_tbps=copy_bps / 1e12, copy_ms_2gib=copy_ms),
+                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                     copy_bandwidth_tbps=copy_bps / 1e12, copy_ms_2gib=copy_ms,
+                     copy_bandwidth_end_tbps=copy_end_bps / 1e12),
         method=__doc__, settings=vars(args), rows=rows)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

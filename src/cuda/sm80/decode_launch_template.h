@@ -33,6 +33,16 @@ inline bool use_fma_decode_kernel() {
   return fma;
 }
 
+// FLASHCORE_DECODE_STAGES=3: the tensor-core kernel with a third pipeline stage (an A/B switch for
+// the measurements in docs/kvcache.md).
+inline bool use_three_stages() {
+  static const bool three = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
+    return env != nullptr && std::strcmp(env, "3") == 0;
+  }();
+  return three;
+}
+
 template <class Traits, class Kernel>
 Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
   using Element = typename Traits::Element;
@@ -50,7 +60,9 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
     num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm);
   }
-  num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, 65535)));
+  // A forced count is capped too: by the tiles (an empty split only adds work) and kMaxSplits (the
+  // combine kernel holds one weight per split).
+  num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxSplits)));
 
   DecodeParams p = params;
   p.num_splits = num_splits;
@@ -73,7 +85,7 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   }
   if (status.ok() && num_splits > 1) {
     const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-    decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), 128, 0, stream>>>(p, num_splits);
+    decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
     status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the split combine kernel");
   }
   if (workspace != nullptr) {
@@ -88,6 +100,10 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
+    if (use_three_stages()) {
+      using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
+      return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
+    }
     using Mma = DecodeMmaTraits<Element, kHeadDim>;
     return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);
   }

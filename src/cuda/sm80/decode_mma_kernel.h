@@ -31,7 +31,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, int kStages_ = 2>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -40,7 +40,7 @@ struct DecodeMmaTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpKeys = 16;  // one k-step of P V
   static constexpr int kBlockN = kWarps * kWarpKeys;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kStages_;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks in a row
   static constexpr int kWarpTileElems = kWarpKeys * kHeadDim;
   static constexpr int kQOffset = kStages * kWarps * 2 * kWarpTileElems;  // elements before sQ
@@ -136,6 +136,31 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   const decode::DecodeWork w = decode::schedule<kBlockN>(p, b, split, num_splits);
   const decode::ScoreRule rule = decode::score_rule(p, w);
 
+  // ---- mainloop: each warp streams its 16 keys of every tile through a kStages-deep pipeline ----
+  const Element* k_base = static_cast<const Element*>(p.k_cache) + hk * p.k_cache_strides.head;
+  const Element* v_base = static_cast<const Element*>(p.v_cache) + hk * p.v_cache_strides.head;
+  const auto warp_stage = [&](int stage) { return smem + (stage * Traits::kWarps + warp) * 2 * Traits::kWarpTileElems; };
+  const auto load_tile = [&](int tile, int stage) {
+    Element* sk = warp_stage(stage);
+    Element* sv = sk + Traits::kWarpTileElems;
+#pragma unroll
+    for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
+      const int n = idx / kChunks;
+      const int c = idx % kChunks;
+      std::int64_t k_off = 0, v_off = 0;
+      const bool valid =
+          c * 8 < p.head_dim && decode::kv_offsets(p, w, b, tile * kBlockN + warp * kWarpKeys + n, &k_off, &v_off);
+      decode::cp_async_16(sk + swizzled<kHeadDim>(n, c), valid ? k_base + k_off + c * 8 : k_base, valid);
+      decode::cp_async_16(sv + swizzled<kHeadDim>(n, c), valid ? v_base + v_off + c * 8 : v_base, valid);
+    }
+  };
+
+  // The first tiles' loads go out before q is prepared, so the two latencies overlap.
+#pragma unroll
+  for (int s = 0; s < Traits::kStages - 1; ++s) {
+    if (w.tile_begin + s < w.tile_end) load_tile(w.tile_begin + s, s);
+    decode::cp_async_commit();
+  }
   // ---- q into shared memory: rotated, rounded to the dtype, zero past the rows and head_dim ----
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += Traits::kThreads) {
     const int r = idx / kChunks;
@@ -159,25 +184,6 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   }
   __syncthreads();
 
-  // ---- mainloop: each warp streams its 16 keys of every tile through a two-stage pipeline ----
-  const Element* k_base = static_cast<const Element*>(p.k_cache) + hk * p.k_cache_strides.head;
-  const Element* v_base = static_cast<const Element*>(p.v_cache) + hk * p.v_cache_strides.head;
-  const auto warp_stage = [&](int stage) { return smem + (stage * Traits::kWarps + warp) * 2 * Traits::kWarpTileElems; };
-  const auto load_tile = [&](int tile, int stage) {
-    Element* sk = warp_stage(stage);
-    Element* sv = sk + Traits::kWarpTileElems;
-#pragma unroll
-    for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
-      const int n = idx / kChunks;
-      const int c = idx % kChunks;
-      std::int64_t k_off = 0, v_off = 0;
-      const bool valid =
-          c * 8 < p.head_dim && decode::kv_offsets(p, w, b, tile * kBlockN + warp * kWarpKeys + n, &k_off, &v_off);
-      decode::cp_async_16(sk + swizzled<kHeadDim>(n, c), valid ? k_base + k_off + c * 8 : k_base, valid);
-      decode::cp_async_16(sv + swizzled<kHeadDim>(n, c), valid ? v_base + v_off + c * 8 : v_base, valid);
-    }
-  };
-
   float o[kChunks][4];  // (16 rows, kHeadDim): chunk nd holds columns nd*8 + tig*2 + {0,1} of rows group_id, +8
 #pragma unroll
   for (int nd = 0; nd < kChunks; ++nd)
@@ -186,11 +192,6 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; summed over the row's 4 lanes at the end
 
-#pragma unroll
-  for (int s = 0; s < Traits::kStages - 1; ++s) {
-    if (w.tile_begin + s < w.tile_end) load_tile(w.tile_begin + s, s);
-    decode::cp_async_commit();
-  }
   for (int tile = w.tile_begin; tile < w.tile_end; ++tile) {
     const int ahead = tile + Traits::kStages - 1;
     __syncwarp();  // every lane is done reading the stage `ahead` reuses
