@@ -9,11 +9,13 @@
 //     sm_count x CTAs resident per SM (the kernel's occupancy) run at once.
 //  2. Waves: n equal CTAs run in ceil(n / slots) waves and the last one leaves slots idle;
 //     efficiency(s) = n s / (ceil(n s / slots) slots) is the fraction of the slot-time doing work.
-//     Batch 1 x 8 kv heads fills 8 of ~400 slots: split 45 ways it fills 90% of them.
+//     Batch 1 x 8 kv heads fills 8 of ~260-400 slots: splitting fills them.
 //  3. A split is not free: its partial output (head_dim + 1 floats per query row) is written and
 //     read again by the combine kernel, and every CTA pays a pipeline fill (one tile's latency)
 //     before it streams. So a split reads at least kMinTilesPerSplit tiles, and there are at most
-//     kMaxSplits (the combine reads them all per row).
+//     kMaxSplits (the combine keeps one weight per split). Measured (docs/kvcache.md, v2): batch 1,
+//     8k keys in 128 tiles: 45 splits of ~3 tiles 25.6 us, 32 of 4 tiles 23.1 us, 64 of 2 tiles
+//     32.7 us: below 4 tiles a CTA's fill latency dominates, hence 4.
 // The choice: the smallest s within 90% of the best efficiency over s in [1, s_max]; the smallest,
 // because more splits than needed only add combine traffic and fills.
 #pragma once
@@ -22,7 +24,7 @@
 
 namespace flashcore::cuda {
 
-inline constexpr int kMinTilesPerSplit = 2;
+inline constexpr int kMinTilesPerSplit = 4;
 inline constexpr int kMaxSplits = 128;
 
 inline int choose_decode_splits(long long base_ctas, long long tiles_per_sequence, int sm_count, int ctas_per_sm) {

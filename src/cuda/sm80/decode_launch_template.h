@@ -33,14 +33,16 @@ inline bool use_fma_decode_kernel() {
   return fma;
 }
 
-// FLASHCORE_DECODE_STAGES=3: the tensor-core kernel with a third pipeline stage (an A/B switch for
-// the measurements in docs/kvcache.md).
-inline bool use_three_stages() {
-  static const bool three = [] {
+// Pipeline depth of the tensor-core kernel. Measured on the H100 (docs/kvcache.md, v2): three
+// stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
+// but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
+// resident warps, not by deeper pipelines). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
+inline int decode_stages(bool paged) {
+  static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
-    return env != nullptr && std::strcmp(env, "3") == 0;
+    return env == nullptr ? 0 : std::atoi(env);
   }();
-  return three;
+  return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
 }
 
 template <class Traits, class Kernel>
@@ -100,7 +102,7 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
-    if (use_three_stages()) {
+    if (decode_stages(params.block_table != nullptr) == 3) {
       using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
       return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
     }
