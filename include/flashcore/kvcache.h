@@ -32,9 +32,10 @@
 // page ids (in the pages a sequence uses), cache_batch_idx out of range or repeated (with k_new),
 // leftpad beyond cache_seqlens, L + N beyond the cache, a rotary table shorter than L + N. For CUDA
 // tensors the int32 arrays are copied to the host for this (one small synchronous copy on the
-// stream); check_indices = false skips it, and the kernels then only guard their own memory
-// accesses (an invalid index gives unspecified results, never an out-of-bounds access... of the
-// indices the kernels can check: page ids and lengths).
+// stream); check_indices = false skips it (no synchronisation: for CUDA graphs and trusted
+// serving loops), and the kernels then only guard their own memory accesses: a page id outside
+// [0, num_pages), a position past the capacity or a cache row outside the cache is read as zeros
+// and not written; the results of such a call are unspecified. CPU calls are always checked.
 #pragma once
 
 #include <cstdint>
