@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct KvCacheCase {
 };
 
 std::string kvcache_case_name(const KvCacheCase& c);
+// gtest prints a case by its name (not its bytes).
+inline void PrintTo(const KvCacheCase& c, std::ostream* os) { *os << c.name; }
 
 struct KvCacheTensors {
   KvCacheTensors(const KvCacheCase& c, DType dtype, std::uint64_t seed);
