@@ -50,7 +50,7 @@ enum {
   FLASHCORE_DTYPE_FLOAT16 = 0,
   FLASHCORE_DTYPE_BFLOAT16 = 1,
   FLASHCORE_DTYPE_FLOAT32 = 2, /* the LSE's type */
-  FLASHCORE_DTYPE_INT32 = 3    /* cu_seqlens */
+  FLASHCORE_DTYPE_INT32 = 3    /* index tensors: cu_seqlens, flashcore_forward_kvcache's cache_seqlens, block_table, ... */
 };
 
 /* flashcore_tensor.device */
@@ -201,6 +201,33 @@ FLASHCORE_C_EXPORT int flashcore_merge_partials(const flashcore_tensor* out_a, c
                                                 const flashcore_tensor* out_b, const flashcore_tensor* lse_b,
                                                 const flashcore_tensor* out, const flashcore_tensor* lse,
                                                 const flashcore_options* options);
+
+/* forward_kvcache's own options (flashcore/kvcache.h), sized like flashcore_options. */
+typedef struct flashcore_kvcache_options {
+  size_t struct_size;         /* sizeof(flashcore_kvcache_options) as the caller compiled it */
+  int32_t rotary_interleaved; /* 1 (the default): pairs (2i, 2i+1); 0: halves (i, i + rotary_dim/2) */
+  int32_t num_splits;         /* split-KV CTAs per sequence and kv head; 0 (the default): heuristic */
+  int32_t check_indices;      /* 1 (the default): copy the index tensors to the host and check them */
+} flashcore_kvcache_options;
+
+/* Fills *options with the defaults and struct_size. */
+FLASHCORE_C_EXPORT void flashcore_kvcache_options_init(flashcore_kvcache_options* options);
+
+/* flash_attn_with_kvcache: appends k_new / v_new (rotated when rotary_cos / rotary_sin are given)
+ * to the cache in place at cache_seqlens, then attention of q over each sequence's cache
+ * (flashcore/kvcache.h states the layouts and rules). Optional tensors may be NULL (or data NULL):
+ * k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+ * block_table (present: a paged cache), lse. Index tensors are FLASHCORE_DTYPE_INT32.
+ * options: scale, causal, window, softcap, alibi_slopes, backend, kernels, stream, threads;
+ * kvcache_options: NULL means every default. A rejected call has written nothing, the cache
+ * included. */
+FLASHCORE_C_EXPORT int flashcore_forward_kvcache(
+    const flashcore_tensor* q, const flashcore_tensor* k_cache, const flashcore_tensor* v_cache,
+    const flashcore_tensor* k_new, const flashcore_tensor* v_new, const flashcore_tensor* rotary_cos,
+    const flashcore_tensor* rotary_sin, const flashcore_tensor* cache_seqlens,
+    const flashcore_tensor* cache_batch_idx, const flashcore_tensor* cache_leftpad,
+    const flashcore_tensor* block_table, const flashcore_tensor* out, const flashcore_tensor* lse,
+    const flashcore_options* options, const flashcore_kvcache_options* kvcache_options);
 
 #ifdef __cplusplus
 } /* extern "C" */

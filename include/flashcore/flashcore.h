@@ -3,6 +3,7 @@
 
 #include "flashcore/attention.h"
 #include "flashcore/merge.h"
+#include "flashcore/kvcache.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"
 

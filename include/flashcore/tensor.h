@@ -11,7 +11,8 @@
 
 namespace flashcore {
 
-enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kInt32 = 3 };  // int32: cu_seqlens only
+// kInt32 is for index tensors (cu_seqlens, forward_kvcache's cache_seqlens, block_table, ...), never attention data.
+enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kInt32 = 3 };
 enum class Device : int { kCPU = 0, kCUDA = 1 };
 
 const char* dtype_name(DType dtype);

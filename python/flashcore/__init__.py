@@ -14,9 +14,11 @@ from flashcore.flash_attn_interface import (flash_attn_func, flash_attn_kvpacked
                                             flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
                                             flash_attn_varlen_qkvpacked_func)
 from flashcore.merge import merge_partials
+from flashcore.kvcache import flash_attn_with_kvcache
 
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
-           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "merge_partials", "built_with_cuda", "__version__"]
+           "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",
+           "merge_partials", "built_with_cuda", "__version__"]

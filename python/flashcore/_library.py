@@ -83,6 +83,21 @@ def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AU
                     window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
 
+class CKvCacheOptions(ctypes.Structure):
+    """flashcore_kvcache_options: forward_kvcache's own options, its size first (c_api.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("rotary_interleaved", ctypes.c_int32),
+        ("num_splits", ctypes.c_int32),
+        ("check_indices", ctypes.c_int32),
+    ]
+
+
+def kvcache_options(rotary_interleaved=True, num_splits=0, check_indices=True):
+    return CKvCacheOptions(ctypes.sizeof(CKvCacheOptions), bool(rotary_interleaved), num_splits, bool(check_indices))
+
+
 def _library_path():
     override = os.environ.get(LIBRARY_ENV)
     if override:
@@ -143,6 +158,14 @@ selected_kernels.restype = ctypes.c_int
 merge_partials = _lib.flashcore_merge_partials
 merge_partials.argtypes = [_T] * 6 + [_O]
 merge_partials.restype = ctypes.c_int
+
+
+# flashcore_forward_kvcache: absent from libraries built before it (None then; the Python function
+# says so when called).
+forward_kvcache = getattr(_lib, "flashcore_forward_kvcache", None)
+if forward_kvcache is not None:
+    forward_kvcache.argtypes = [_T] * 13 + [_O, ctypes.POINTER(CKvCacheOptions)]
+    forward_kvcache.restype = ctypes.c_int
 
 
 def version():

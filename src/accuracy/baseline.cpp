@@ -46,7 +46,7 @@ double round_float(DType dtype, float value) {
     case DType::kBFloat16:
       return static_cast<float>(cutlass::bfloat16_t(value));
     case DType::kFloat32:
-    case DType::kInt32:  // no attention values are int32 (only cu_seqlens)
+    case DType::kInt32:  // no attention values are int32 (index tensors only)
       return value;
   }
   return value;

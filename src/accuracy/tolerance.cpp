@@ -21,7 +21,7 @@ Format format_of(DType dtype) {
     case DType::kBFloat16:
       return {7, -126};
     case DType::kFloat32:
-    case DType::kInt32:  // no attention values are int32 (only cu_seqlens)
+    case DType::kInt32:  // no attention values are int32 (index tensors only)
       return {23, -126};
   }
   return {23, -126};

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "api/merge_problem.h"
+#include "api/kvcache_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cuda {
@@ -19,5 +20,12 @@ Status backward_family(const BackwardParams& params, const detail::AttentionProb
 
 // merge_partials (flashcore/merge.h) on CUDA tensors, on params.stream.
 Status merge_partials(const MergeParams& params, const detail::MergeProblem& problem);
+// forward_kvcache (flashcore/kvcache.h). copy_kvcache_indices copies the index tensors to the host
+// (a synchronous copy on params.stream) for the API's checks; forward_kvcache then runs with them
+// (or with null when params.check_indices is off: the heuristic then sizes splits by the capacity).
+Status copy_kvcache_indices(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                            detail::KvCacheIndices* indices);
+Status forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                       const detail::KvCacheIndices* indices);
 
 }  // namespace flashcore::cuda

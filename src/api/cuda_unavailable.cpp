@@ -17,5 +17,11 @@ Status backward(const BackwardParams&, const detail::AttentionProblem&) { return
 Status forward_family(const ForwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
 Status backward_family(const BackwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
 Status merge_partials(const MergeParams&, const detail::MergeProblem&) { return unavailable(); }
+Status copy_kvcache_indices(const KvCacheParams&, const detail::KvCacheProblem&, detail::KvCacheIndices*) {
+  return unavailable();
+}
+Status forward_kvcache(const KvCacheParams&, const detail::KvCacheProblem&, const detail::KvCacheIndices*) {
+  return unavailable();
+}
 
 }  // namespace flashcore::cuda

@@ -49,3 +49,16 @@ Status validate_forward(const ForwardParams& params, AttentionProblem* problem);
 Status validate_backward(const BackwardParams& params, AttentionProblem* problem);
 
 }  // namespace flashcore::detail
+
+namespace flashcore::detail {
+
+// Pieces of the checks above that other entry points (forward_kvcache) reuse, with their messages
+// prefixed by `function`.
+// A rank-`rank` tensor with positive sizes, non-negative strides, a contiguous last dimension and
+// offsets that fit in int64 (`dims` names the dimensions in messages).
+Status validate_layout(const char* function, const char* name, const TensorView& t, int rank, const char* dims);
+// window_size, softcap and alibi_slopes against p's sizes, normalised into p as validate_forward does.
+Status validate_score_options(const char* function, std::int64_t window_left, std::int64_t window_right, float softcap,
+                              const TensorView& alibi_slopes, AttentionProblem* p);
+
+}  // namespace flashcore::detail

@@ -376,3 +376,16 @@ Status validate_backward(const BackwardParams& params, AttentionProblem* problem
 }
 
 }  // namespace flashcore::detail
+
+namespace flashcore::detail {
+
+Status validate_layout(const char* function, const char* name, const TensorView& t, int rank, const char* dims) {
+  return Checker(function).check_layout(name, t, rank, dims);
+}
+
+Status validate_score_options(const char* function, std::int64_t window_left, std::int64_t window_right, float softcap,
+                              const TensorView& alibi_slopes, AttentionProblem* p) {
+  return check_score_options(Checker(function), window_left, window_right, softcap, alibi_slopes, p);
+}
+
+}  // namespace flashcore::detail

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "flashcore/flashcore.h"
 
@@ -243,6 +244,60 @@ int flashcore_backward(const flashcore_tensor* q, const flashcore_tensor* k, con
     flashcore::BackwardParams params;
     FLASHCORE_C_RETURN_IF_ERROR(to_backward_params(kFunction, q, k, v, out, dout, lse, dq, dk, dv, options, &params));
     return flashcore::backward(params);
+  });
+}
+
+void flashcore_kvcache_options_init(flashcore_kvcache_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  options->rotary_interleaved = 1;
+  options->check_indices = 1;
+}
+
+int flashcore_forward_kvcache(const flashcore_tensor* q, const flashcore_tensor* k_cache,
+                              const flashcore_tensor* v_cache, const flashcore_tensor* k_new,
+                              const flashcore_tensor* v_new, const flashcore_tensor* rotary_cos,
+                              const flashcore_tensor* rotary_sin, const flashcore_tensor* cache_seqlens,
+                              const flashcore_tensor* cache_batch_idx, const flashcore_tensor* cache_leftpad,
+                              const flashcore_tensor* block_table, const flashcore_tensor* out,
+                              const flashcore_tensor* lse, const flashcore_options* options,
+                              const flashcore_kvcache_options* kvcache_options) {
+  constexpr const char* kFunction = "flashcore_forward_kvcache";
+  return guarded(kFunction, [&]() -> Status {
+    flashcore::KvCacheParams params;
+    flashcore_options o;
+    FLASHCORE_C_RETURN_IF_ERROR(read_options(kFunction, options, &o));
+    flashcore_kvcache_options kv;
+    flashcore_kvcache_options_init(&kv);
+    if (kvcache_options != nullptr) {
+      if (kvcache_options->struct_size < sizeof(size_t)) {
+        return invalid(kFunction, "kvcache_options", "struct_size is " + std::to_string(kvcache_options->struct_size) +
+                                                         "; call flashcore_kvcache_options_init first");
+      }
+      std::memcpy(&kv, kvcache_options, std::min(kvcache_options->struct_size, sizeof(kv)));
+    }
+    const std::pair<const char*, std::pair<const flashcore_tensor*, TensorView*>> views[] = {
+        {"q", {q, &params.q}},
+        {"k_cache", {k_cache, &params.k_cache}},
+        {"v_cache", {v_cache, &params.v_cache}},
+        {"k_new", {k_new, &params.k_new}},
+        {"v_new", {v_new, &params.v_new}},
+        {"rotary_cos", {rotary_cos, &params.rotary_cos}},
+        {"rotary_sin", {rotary_sin, &params.rotary_sin}},
+        {"cache_seqlens", {cache_seqlens, &params.cache_seqlens}},
+        {"cache_batch_idx", {cache_batch_idx, &params.cache_batch_idx}},
+        {"cache_leftpad", {cache_leftpad, &params.cache_leftpad}},
+        {"block_table", {block_table, &params.block_table}},
+        {"out", {out, &params.out}},
+        {"lse", {lse, &params.lse}},
+    };
+    for (const auto& [name, pair] : views) FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, name, pair.first, pair.second));
+    FLASHCORE_C_RETURN_IF_ERROR(apply_options(kFunction, o, &params));
+    params.rotary_interleaved = kv.rotary_interleaved != 0;
+    params.num_splits = kv.num_splits;
+    params.check_indices = kv.check_indices != 0;
+    return flashcore::forward_kvcache(params);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "api/merge_problem.h"
+#include "api/kvcache_problem.h"
 #include "api/problem.h"
 
 namespace flashcore::cpu {
@@ -29,5 +30,13 @@ Status reference_backward(const BackwardParams& params, const detail::AttentionP
 
 // merge_partials (flashcore/merge.h) on CPU tensors, threaded over rows.
 Status merge_partials(const MergeParams& params, const detail::MergeProblem& problem);
+// forward_kvcache on the CPU, with indices already checked: the append (rotary in fp32, rounded to
+// the dtype), then each sequence's attention through flash_forward (a paged sequence is gathered
+// into a contiguous copy first). And the float64 reference's version (reference_kvcache.cpp):
+// rotary in float64, results rounded to the dtype.
+Status flash_forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                             const detail::KvCacheIndices& indices);
+Status reference_forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem& problem,
+                                 const detail::KvCacheIndices& indices);
 
 }  // namespace flashcore::cpu

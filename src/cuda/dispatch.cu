@@ -33,6 +33,14 @@ constexpr BwdKernel kBwdKernels[] = {
     {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr, nullptr},
 };
 
+constexpr DecodeKernel kDecodeKernels[] = {
+#define FLASHCORE_DECODE_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options) \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_decode<element, head_dim>},
+#include "decode_kernels.inc"
+#undef FLASHCORE_DECODE_KERNEL
+    {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr},
+};
+
 std::string cc_name(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
 
 // kAuto defers to FLASHCORE_KERNELS, so tools and tests that cannot set the field (a Python
@@ -153,6 +161,11 @@ Status select_backward_kernel(const char* function, const detail::AttentionProbl
 CompiledKernels compiled_kernels() {
   // The last row of each table is its sentinel.
   return {kFwdKernels, std::size(kFwdKernels) - 1, kBwdKernels, std::size(kBwdKernels) - 1};
+}
+
+Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
+                            const DeviceInfo& device, const DecodeKernel** kernel) {
+  return select_kernel(function, kDecodeKernels, p, requested, device, kernel);
 }
 
 unsigned problem_options(const detail::AttentionProblem& p) {

@@ -17,6 +17,7 @@ namespace flashcore::cuda {
 
 using FwdLauncher = Status (*)(const FwdParams& params, cudaStream_t stream);
 using BwdLauncher = Status (*)(const BwdParams& params, cudaStream_t stream);
+using DecodeLauncher = Status (*)(const DecodeParams& params, cudaStream_t stream);
 // The workspace a backward kernel needs for these sizes (params.deterministic and params.device
 // are set; the workspace pointers are not).
 using BwdWorkspacePlanner = BwdWorkspace (*)(const BwdParams& params, int kernel_head_dim);
@@ -53,6 +54,16 @@ struct BwdKernel {
   BwdWorkspacePlanner workspace;
 };
 
+// forward_kvcache's kernels (the append, split-KV decode and combine of one dtype and head dim).
+struct DecodeKernel {
+  KernelFamily family;
+  int min_cc, max_cc;
+  DType dtype;
+  int head_dim;
+  unsigned options;
+  DecodeLauncher launch;
+};
+
 // The kernel that runs problem `p` on `device`, honouring the requested family (KernelFamily::kAuto
 // consults the environment variable FLASHCORE_KERNELS, then prefers the newest family that serves
 // the problem). Errors name `function` and the argument at fault (`kernels`, `head_dim`, `q`).
@@ -69,6 +80,8 @@ struct CompiledKernels {
   std::size_t backward_count;
 };
 CompiledKernels compiled_kernels();
+Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
+                            const DeviceInfo& device, const DecodeKernel** kernel);
 
 // The sizes and score options of `p` as every family reads them.
 ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo& device);

@@ -117,3 +117,58 @@ struct BwdParams : ProblemParams {
 };
 
 }  // namespace flashcore::cuda
+
+namespace flashcore::cuda {
+
+// forward_kvcache (flashcore/kvcache.h) as the decode kernels read it, filled by src/cuda/kvcache.cu.
+// ProblemParams' seqlen_k is the cache's capacity per sequence; each sequence's own length comes
+// from cache_seqlens, cache_leftpad and seqlen_new on the device.
+struct DecodeParams : ProblemParams {
+  const void* q = nullptr;
+  TensorStrides q_strides;
+  // Contiguous cache: batch stride steps over cache rows. Paged: over pages, and row over slots.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  TensorStrides k_cache_strides, v_cache_strides;
+  const int* block_table = nullptr;  // (batch, max_pages), last dim contiguous; null: contiguous cache
+  std::int64_t block_table_stride = 0;
+  int page_size = 0;
+  int max_pages = 0;
+  int num_pages = 0;
+  int batch_cache = 0;  // contiguous: rows of the cache
+  int capacity = 0;     // positions per sequence
+  // int32 index vectors (batch) with their element strides; null: defaults (capacity, b, 0).
+  const int* cache_seqlens = nullptr;
+  const int* cache_batch_idx = nullptr;
+  const int* cache_leftpad = nullptr;
+  std::int64_t cache_seqlens_stride = 0, cache_batch_idx_stride = 0, cache_leftpad_stride = 0;
+  // The append: seqlen_new rows of k_new / v_new per sequence go to positions cache_seqlens + t.
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
+  TensorStrides k_new_strides, v_new_strides;
+  int seqlen_new = 0;
+  // Rotary: cos/sin (seqlen_ro, rotary_dim / 2) with row strides; rotary_dim 0: none.
+  const void* rotary_cos = nullptr;
+  const void* rotary_sin = nullptr;
+  std::int64_t rotary_cos_stride = 0, rotary_sin_stride = 0;
+  int rotary_dim = 0;
+  bool rotary_interleaved = true;
+  bool rotate_q_per_row = false;  // q row i at cache_seqlens + i (causal or window), else at cache_seqlens
+
+  void* out = nullptr;
+  TensorStrides o_strides;
+  float* lse = nullptr;  // may be null
+  RowStatStrides lse_strides;
+
+  // Split-KV: 0 asks the launcher's heuristic. max_seqlen_k: the longest sequence's key count (the
+  // capacity when the indices were not read), for the heuristic.
+  int num_splits = 0;
+  int max_seqlen_k = 0;
+  int rotary_seqlen = 0;  // rows of rotary_cos / rotary_sin (positions past it are left unrotated)
+  // Split-KV workspace, set by the launcher: (num_splits, batch, heads_q, seqlen_q, head_dim) partial
+  // outputs, normalised within their split, and (num_splits, batch, heads_q, seqlen_q) partial LSEs.
+  float* o_accum = nullptr;
+  float* lse_accum = nullptr;
+};
+
+}  // namespace flashcore::cuda

@@ -48,7 +48,13 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
   if (flag == "--window") return parse_window(value, o, error);
   if (flag == "--softcap") return parse_softcap(value, o, error);
   if (flag == "--batch") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
-  if (flag == "--seqlen") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_q, error);
+  if (flag == "--seqlen") {
+    o->seqlen_given = true;
+    return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_q, error);
+  }
+  if (flag == "--page-size") return parse_int<std::int64_t>(flag, value, 0, kMaxExtent, &o->page_size, error);
+  if (flag == "--new") return parse_int<std::int64_t>(flag, value, 0, kMaxExtent, &o->kv_new, error);
+  if (flag == "--splits") return parse_int(flag, value, 0, 128, &o->num_splits, error);
   if (flag == "--seqlen-k") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_k, error);
   if (flag == "--heads") return parse_int<std::int64_t>(flag, value, 1, 4096, &o->heads_q, error);
   if (flag == "--heads-kv") return parse_int<std::int64_t>(flag, value, 1, 4096, &o->heads_kv, error);
@@ -83,7 +89,7 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
 bool takes_value(std::string_view flag) {
   for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
                             "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads",
-                            "--window", "--softcap"}) {
+                            "--window", "--softcap", "--page-size", "--new", "--splits"}) {
     if (flag == known) return true;
   }
   return false;
@@ -98,6 +104,7 @@ bool parse_switch(std::string_view flag, Options* o) {
   if (flag == "--deterministic") target = &o->deterministic;
   if (flag == "--check") target = &o->check;
   if (flag == "--json") target = &o->json;
+  if (flag == "--kvcache") target = &o->kvcache;
   if (target != nullptr) *target = true;
   return target != nullptr;
 }
@@ -149,6 +156,21 @@ bool parse_options(int argc, const char* const* argv, Options* o, bool* help, st
     }
     if (!parse_flag(flag, value, o, error)) return false;
   }
+  if (o->kvcache) {
+    if (!o->seqlen_given) o->seqlen_q = 1;
+    if (o->seqlen_k == 0) o->seqlen_k = 4096;
+    if (o->backward) {
+      *error = "--kvcache: forward_kvcache has no backward; drop --backward";
+      return false;
+    }
+    if (o->kv_new > o->seqlen_k) {
+      *error = "--new (" + std::to_string(o->kv_new) + ") must be at most --seqlen-k (the cache length)";
+      return false;
+    }
+  } else if (o->page_size != 0 || o->kv_new != 1 || o->num_splits != 0) {
+    *error = "--page-size, --new, --splits: apply to --kvcache runs";
+    return false;
+  }
   if (o->seqlen_k == 0) o->seqlen_k = o->seqlen_q;
   if (o->heads_kv == 0) o->heads_kv = o->heads_q;
   const double q_elements = static_cast<double>(o->batch) * static_cast<double>(o->seqlen_q) *
@@ -180,6 +202,7 @@ std::string usage() {
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
       "                     [--deterministic] [--kernels auto|sm80|sm90] [--impl " + impls + "]\n"
       "                     [--window L,R] [--softcap X] [--alibi]\n"
+      "                     [--kvcache [--page-size N] [--new N] [--splits N]]\n"
       "                     [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
       "  Runs attention on seeded random Q, K, V (B, S, H, D layout) and prints the median and p90 time\n"
@@ -203,6 +226,10 @@ std::string usage() {
   if (!rungs.empty()) text += "              | a teaching-ladder rung, on CUDA:\n" + rungs;
   text +=
       "  --threads   CPU worker threads (0: all)\n"
+      "  --kvcache   forward_kvcache (flash_attn_with_kvcache): --new N tokens (default 1) appended to\n"
+      "              each sequence's cache, then --seqlen query rows (default 1) attend to the cache\n"
+      "              of --seqlen-k positions (default 4096); --page-size N pages it (any N >= 1);\n"
+      "              --splits N forces the split-KV count (0: heuristic); prints KV GB/s\n"
       "  With no arguments: flashcore run (B=2, S=1024, H=12, D=64, fp16 on the best device present).\n";
   return text;
 }

@@ -35,6 +35,13 @@ struct Options {
   int warmup = -1;
   std::uint64_t seed = 1234;
   int threads = 0;  // CPU: 0 uses every hardware thread
+  // --kvcache: forward_kvcache (kvcache_run.h). seqlen_k is then the cache length per sequence
+  // after the append (default 4096) and seqlen_q the new query tokens (default 1).
+  bool kvcache = false;
+  std::int64_t page_size = 0;  // --page-size N: a paged cache; 0: contiguous
+  std::int64_t kv_new = 1;     // --new N: tokens appended per sequence
+  int num_splits = 0;          // --splits N: split-KV count; 0: the heuristic
+  bool seqlen_given = false;   // --seqlen was passed (the kvcache default differs)
 };
 
 // Timed runs by default: a few on the CPU (one default-shape pass takes a fraction of a second),

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "check.h"
+#include "kvcache_run.h"
 #include "flashcore/flashcore.h"
 #include "report.h"
 #include "run_loop.h"
@@ -155,6 +156,10 @@ int run_command(const Options& o) {
   }
   if (on_cuda && !built_with_cuda()) return failure("--device cuda: this flashcore was built without CUDA");
   if (on_cuda && !cuda_device_present()) return failure("--device cuda: no CUDA device is present");
+  if (o.kvcache) {
+    if (o.impl != "flashcore") return usage_error("--kvcache: runs --impl flashcore only");
+    return kvcache_run(o, on_cuda);
+  }
 
   Report report;
   report.impl = o.impl;

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Decode benchmark for flash_attn_with_kvcache (issue 19): KV bytes read per second against the
+measured device-copy bandwidth and against SDPA's fastest backend, on one GPU in one run.
+
+Shape: seqlen_q = 1, bf16, head_dim 128, GQA 32:8, cache_seqlens = seqlen_k for every sequence,
+batch 1 / 8 / 64 (--batches), contiguous cache vs paged with page size 16 (--pages).
+
+Method:
+  - Every call is timed as a CUDA-graph replay (captured `--calls` back-to-back calls, CUDA events
+    around the replay, median of `--reps` replays), so Python's per-call overhead does not hide the
+    GPU time; flashcore runs with check_indices=False (no host copy of the indices: nothing to
+    synchronise on inside a graph).
+  - The caches are rotated over enough independent copies that one replay reads more than 4x the
+    L2 (50 MB on H100): the bytes come from HBM, not L2.
+  - KV bytes = 2 (K and V) x batch x seqlen_k x heads_kv x head_dim x 2 bytes; the copy bandwidth is
+    a torch copy_ of a 2 GiB buffer, counting bytes read and written, the same method.
+  - SDPA gets its preferred layout, (batch, heads_kv, seqlen_k, head_dim) contiguous, enable_gqa=True;
+    each backend that accepts the call is timed and the fastest kept (it has no paged cache: the
+    paged rows compare with its contiguous time).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+import torch
+import torch.nn.attention
+
+L2_BYTES = 50 * 1024 * 1024
+
+
+def time_eager(fn_of_copy, copies, calls, reps):
+    """Median ms per call of `calls` back-to-back eager calls (the fallback when capture fails)."""
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(calls):
+            fn_of_copy(i % copies)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def time_call(fn_of_copy, copies, calls, reps):
+    """(ms, how): CUDA-graph replay timing, or eager timing with the capture's error."""
+    try:
+        return time_graph(fn_of_copy, copies, calls, reps), "graph"
+    except Exception as e:  # noqa: BLE001 - recorded in the row
+        torch.cuda.synchronize()
+        return time_eager(fn_of_copy, copies, calls, reps), f"eager (capture failed: {type(e).__name__}: {e})"[:300]
+
+
+def time_graph(fn_of_copy, copies, calls, reps):
+    """Median ms per call of fn_of_copy(i % copies) captured `calls` times in one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(copies):  # warm-up outside the capture (allocator, attribute calls)
+            fn_of_copy(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="relaxed"):
+        for i in range(calls):
+            fn_of_copy(i % copies)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def copy_bandwidth(reps):
+    """Device-copy bandwidth (bytes read + written per second) of a 2 GiB torch copy_, after a
+    warm-up that brings the clocks up (v1 measured the first copies at idle clocks: 2.44 TB/s)."""
+    n = 2 * 1024 ** 3 // 2
+    a = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    a.fill_(1.0)
+    for _ in range(20):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    ms = time_graph(lambda i: b.copy_(a), 1, 10, reps)
+    return 2 * a.numel() * 2 / (ms * 1e-3), ms
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", default="1,8,64")
+    parser.add_argument("--pages", default="0,16", help="0 = contiguous cache")
+    parser.add_argument("--seqlen-k", type=int, default=8192)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--heads-kv", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--append", action="store_true", help="also time the call with one new token appended")
+    parser.add_argument("--out", default="bench/results/kvcache_decode.json")
+    parser.add_argument("--skip-sdpa", action="store_true")
+    parser.add_argument("--label", default="", help="suffix of the flashcore rows' impl name")
+    parser.add_argument("--split-sweep", default="",
+                        help="BATCH:S1/S2/..,BATCH:..: also time the contiguous cache with these forced num_splits")
+    args = parser.parse_args()
+
+    import flashcore
+
+    torch.manual_seed(0)
+    dev = torch.cuda.get_device_properties(0)
+    copy_bps, copy_ms = copy_bandwidth(args.reps)
+    print(f"{dev.name}: device copy {copy_bps / 1e12:.3f} TB/s (2 GiB, read + write)", flush=True)
+    H, HKV, D, SK = args.heads, args.heads_kv, args.head_dim, args.seqlen_k
+    rows = []
+    backends = {
+        "sdpa_flash": torch.nn.attention.SDPBackend.FLASH_ATTENTION,
+        "sdpa_cudnn": torch.nn.attention.SDPBackend.CUDNN_ATTENTION,
+        "sdpa_efficient": torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,
+        "sdpa_math": torch.nn.attention.SDPBackend.MATH,
+    }
+    for batch in [int(b) for b in args.batches.split(",")]:
+        kv_bytes = 2 * batch * SK * HKV * D * 2
+        copies = max(1, math.ceil(4 * L2_BYTES / kv_bytes))
+        q = torch.randn(batch, 1, H, D, dtype=torch.bfloat16, device="cuda")
+        seqlens = torch.full((batch,), SK, dtype=torch.int32, device="cuda")
+        base = dict(pass_="decode", dtype="bf16", head_dim=D, causal=False, batch=batch, heads=H, heads_kv=HKV,
+                    seqlen_q=1, seqlen_k=SK, kv_bytes=kv_bytes, l2_rotation_copies=copies)
+        # SDPA, contiguous (batch, heads_kv, seqlen, head_dim).
+        ks = [torch.randn(batch, HKV, SK, D, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+        vs = [torch.randn_like(ks[0]) for _ in range(copies)]
+        qs = q.transpose(1, 2).contiguous()
+        sdpa_best = None
+        for name, backend in ({} if args.skip_sdpa else backends).items():
+            row = dict(base, impl=name, kernels=None, page_size=0)
+            try:
+                def call(i, backend=backend):
+                    with torch.nn.attention.sdpa_kernel([backend]):
+                        return torch.nn.functional.scaled_dot_product_attention(qs, ks[i], vs[i], enable_gqa=True)
+                ms, how = time_call(call, copies, args.calls, args.reps)
+                row.update(ms=ms, timing=how, reason=None)
+                if sdpa_best is None or ms < sdpa_best[1]:
+                    sdpa_best = (name, ms)
+            except Exception as e:  # a backend that refuses the shape: recorded with its reason
+                row.update(ms=None, reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            rows.append(row)
+        del ks, vs
+        torch.cuda.empty_cache()
+        for page in [int(p) for p in args.pages.split(",")]:
+            if page == 0:
+                kcs = [torch.randn(batch, SK, HKV, D, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+                tables = [None] * copies
+            else:
+                pages_per_seq = SK // page
+                kcs = [torch.randn(batch * pages_per_seq, page, HKV, D, dtype=torch.bfloat16, device="cuda")
+                       for _ in range(copies)]
+                tables = [torch.randperm(batch * pages_per_seq, device="cuda").int().view(batch, pages_per_seq)
+                          for _ in range(copies)]
+            vcs = [torch.randn_like(kcs[0]) for _ in range(copies)]
+            sweep = {}
+            for item in filter(None, args.split_sweep.split(",")):
+                sweep_batch, counts = item.split(":")
+                sweep[int(sweep_batch)] = [int(c) for c in counts.split("/")]
+            variants = [(append, 0) for append in ([False, True] if args.append else [False])]
+            if page == 0:
+                variants += [(False, splits) for splits in sweep.get(batch, [])]
+            for append, forced_splits in variants:
+                k_new = torch.randn(batch, 1, HKV, D, dtype=torch.bfloat16, device="cuda") if append else None
+                lens = seqlens - 1 if append else seqlens
+
+                def call(i):
+                    return flashcore.flash_attn_with_kvcache(q, kcs[i], vcs[i], k_new, k_new, cache_seqlens=lens,
+                                                             block_table=tables[i], num_splits=forced_splits,
+                                                             check_indices=False)
+                row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
+                           num_splits=forced_splits or "auto",
+                           decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
+                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or 2))
+                try:
+                    ms, how = time_call(call, copies, args.calls, args.reps)
+                    bps = kv_bytes / (ms * 1e-3)
+                    row.update(ms=ms, timing=how, kv_tbps=bps / 1e12, frac_of_copy=bps / copy_bps, reason=None)
+                    if sdpa_best is not None:
+                        row.update(sdpa_best=sdpa_best[0], speedup_vs_sdpa_best=sdpa_best[1] / ms)
+                    # Correctness spot check against SDPA (float32 math) on copy 0.
+                    out = call(0)
+                    if page == 0:
+                        kk, vv = kcs[0], vcs[0]
+                    else:
+                        kk = kcs[0][tables[0].long()].reshape(batch, SK, HKV, D)
+                        vv = vcs[0][tables[0].long()].reshape(batch, SK, HKV, D)
+                    ref = torch.nn.functional.scaled_dot_product_attention(
+                        q.transpose(1, 2).float(), kk.transpose(1, 2).float(), vv.transpose(1, 2).float(),
+                        enable_gqa=True).transpose(1, 2)
+                    row["max_abs_diff_vs_fp32"] = (out.float() - ref).abs().max().item() if not append else None
+                except Exception as e:
+                    row.update(ms=None, reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                rows.append(row)
+                print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+                       if k in ("impl", "batch", "page_size", "append", "ms", "kv_tbps", "frac_of_copy",
+                                "speedup_vs_sdpa_best", "max_abs_diff_vs_fp32", "num_splits", "reason")}, flush=True)
+            del kcs, vcs
+            torch.cuda.empty_cache()
+        for r in rows:
+            if r["batch"] == batch and r["impl"].startswith("sdpa") and r.get("ms"):
+                r["kv_tbps"] = kv_bytes / (r["ms"] * 1e-3) / 1e12
+                r["frac_of_copy"] = kv_bytes / (r["ms"] * 1e-3) / copy_bps
+                print({k: r[k] for k in ("impl", "batch", "ms", "kv_tbps", "frac_of_copy")}, flush=True)
+    copy_end_bps, _ = copy_bandwidth(args.reps)
+    print(f"device copy at the end: {copy_end_bps / 1e12:.3f} TB/s", flush=True)
+    for r in rows:
+        r["pass"] = r.pop("pass_")
+        r["tflops"] = None if not r.get("ms") else 4 * r["batch"] * r["heads"] * r["seqlen_k"] * r["head_dim"] / (
+            r["ms"] * 1e-3) / 1e12
+    commit = os.environ.get("COMMIT") or "unknown"
+    result = dict(
+        schema="flashcore-kvcache-decode-1",
+        context=dict(gpu=dev.name, sm_count=dev.multi_processor_count, torch=torch.__version__,
+                     cuda=torch.version.cuda, python=platform.python_version(), commit=commit,
+                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                     copy_bandwidth_tbps=copy_bps / 1e12, copy_ms_2gib=copy_ms,
+                     copy_bandwidth_end_tbps=copy_end_bps / 1e12),
+        method=__doc__, settings=vars(args), rows=rows)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

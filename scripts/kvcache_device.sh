@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
+# 3-stage variant and the FP32-FMA one on subsets), compute-sanitizer memcheck on small cases, the
+# Python tests on CUDA, and the decode benchmark (bench/kvcache_decode.py). Runs on binaries built
+# beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
+# binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
+# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/build/device-out}"
+mkdir -p "$out"
+bin="${BIN:-build/devkv}"
+skip=" ${SKIP:-} "
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export FLASHCORE_LIBRARY="$root/$bin/libflashcore_c.so"
+tests="$root/$bin/flashcore_gpu_tests"
+log="$out/steps.txt"
+step() { echo "=== $* ($(date +%T))" | tee -a "$log"; }
+wanted() { [[ "$skip" != *" $1 "* ]]; }
+gtest() {  # name, env assignment or "", filter
+  local name=$1 envs=$2 filter=$3
+  step "gpu tests: $name"
+  env $envs timeout 120 "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$name.txt" 2>&1
+  echo "rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/gpu_tests_$name.txt" | tr '\n' ' ')" | tee -a "$log"
+  grep -E '^\[  FAILED  \]' "$out/gpu_tests_$name.txt" | head -10 | tee -a "$log"
+}
+
+step gpu
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
+wanted mma && gtest mma "" '*KvCache*'
+wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+if wanted memcheck; then
+  step "compute-sanitizer memcheck"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
+    --gtest_filter="${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
+    >"$out/memcheck.txt" 2>&1
+  echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.txt" | tr '\n' ' ')" | tee -a "$log"
+fi
+if wanted pytest; then
+  step "python tests on cuda"
+  PYTHONPATH=python timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_kvcache.py -k cuda \
+    >"$out/pytest.txt" 2>&1
+  echo "rc=$? $(tail -1 "$out/pytest.txt")" | tee -a "$log"
+fi
+if wanted bench; then
+  step "decode benchmark"
+  PYTHONPATH=python timeout 150 python3 -W ignore bench/kvcache_decode.py --append --split-sweep "${SWEEP:-}" \
+    --out "$out/bench.json" 2>&1 | tee -a "$log"
+fi
+if wanted bench3; then
+  step "decode benchmark, 3 stages"
+  FLASHCORE_DECODE_STAGES=3 PYTHONPATH=python timeout 60 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --label _3stages --out "$out/bench_3stages.json" 2>&1 | tee -a "$log"
+fi
+if wanted fma_bench; then
+  step "decode benchmark, FP32-FMA kernel"
+  FLASHCORE_DECODE_KERNEL=fma PYTHONPATH=python timeout 60 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --label _fma --out "$out/bench_fma.json" 2>&1 | tee -a "$log"
+fi
+step done

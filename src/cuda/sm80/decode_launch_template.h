@@ -1,0 +1,116 @@
+// Launch of forward_kvcache's kernels for one (dtype, head dim): the append (when there are new
+// tokens), the split-KV decode kernel, and the combine (when split). The split count comes from
+// the caller or from common/decode_splits.h's heuristic with this kernel's measured occupancy; the
+// split workspace comes from the stream-ordered allocator and is freed on the stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/decode_splits.h"
+#include "cuda/sm80/decode_append.h"
+#include "cuda/sm80/decode_combine.h"
+#include "cuda/sm80/decode_kernel.h"
+#include "cuda/sm80/decode_launch.h"
+#include "cuda/sm80/decode_mma_kernel.h"
+#include "cuda/sm80/decode_traits.h"
+
+namespace flashcore::cuda::sm80 {
+
+// Which decode kernel runs: the tensor-core one (decode_mma_kernel.h, the default) or the FP32-FMA
+// one (decode_kernel.h) when the environment variable FLASHCORE_DECODE_KERNEL is "fma", so both can
+// be tested and timed on one build.
+inline bool use_fma_decode_kernel() {
+  static const bool fma = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_KERNEL");
+    return env != nullptr && std::strcmp(env, "fma") == 0;
+  }();
+  return fma;
+}
+
+// Pipeline depth of the tensor-core kernel. Measured on the H100 (docs/kvcache.md, v2): three
+// stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
+// but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
+// resident warps, not by deeper pipelines). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
+inline int decode_stages(bool paged) {
+  static const int forced = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
+    return env == nullptr ? 0 : std::atoi(env);
+  }();
+  return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
+}
+
+template <class Traits, class Kernel>
+Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
+  using Element = typename Traits::Element;
+  constexpr int kSmem = Traits::kSmemBytes;
+  if constexpr (kSmem > 48 * 1024) {
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  }
+  const int rows = params.group_size * params.seqlen_q;
+  const int m_blocks = (rows + Traits::kRows - 1) / Traits::kRows;
+  const long long base_ctas = static_cast<long long>(params.batch) * params.heads_kv * m_blocks;
+  const long long tiles = (std::max(params.max_seqlen_k, 1) + Traits::kBlockN - 1) / Traits::kBlockN;
+  int num_splits = params.num_splits;
+  if (num_splits == 0) {
+    int per_sm = 1;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
+    num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm);
+  }
+  // A forced count is capped too: by the tiles (an empty split only adds work) and kMaxSplits (the
+  // combine kernel holds one weight per split).
+  num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxSplits)));
+
+  DecodeParams p = params;
+  p.num_splits = num_splits;
+  void* workspace = nullptr;
+  if (num_splits > 1) {
+    const std::int64_t partial_rows = static_cast<std::int64_t>(num_splits) * p.batch * p.heads_q * p.seqlen_q;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(
+        cudaMallocAsync(&workspace, static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float), stream));
+    p.o_accum = static_cast<float*>(workspace);
+    p.lse_accum = p.o_accum + partial_rows * p.head_dim;
+  }
+  Status status = Status::Ok();
+  if (p.seqlen_new > 0) {
+    decode_append_kernel<Element><<<dim3(p.seqlen_new, p.heads_kv, p.batch), 64, 0, stream>>>(p);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the append kernel");
+  }
+  if (status.ok()) {
+    kernel<<<dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream>>>(p);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the decode kernel");
+  }
+  if (status.ok() && num_splits > 1) {
+    const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+    decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the split combine kernel");
+  }
+  if (workspace != nullptr) {
+    const Status freed = cuda_status(cudaFreeAsync(workspace, stream), "cudaFreeAsync(split workspace)");
+    if (status.ok()) status = freed;
+  }
+  return status;
+}
+
+// The tensor-core kernel packs 16 rows a CTA; the FMA kernel 4 (q, the accumulators and the scores
+// in ~200 registers; 8 rows spilled), more rows running as more row blocks.
+template <typename Element, int kHeadDim>
+Status run_decode(const DecodeParams& params, cudaStream_t stream) {
+  if (!use_fma_decode_kernel()) {
+    if (decode_stages(params.block_table != nullptr) == 3) {
+      using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
+      return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
+    }
+    using Mma = DecodeMmaTraits<Element, kHeadDim>;
+    return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);
+  }
+  using Fma = DecodeTraits<Element, kHeadDim, 4>;
+  return launch_decode<Fma>(params, stream, &decode_kernel<Fma>);
+}
+
+}  // namespace flashcore::cuda::sm80

@@ -1,0 +1,48 @@
+// The decode kernels' split heuristic (src/cuda/common/decode_splits.h), host code tested without
+// a GPU: the cases its comment reasons about.
+#include <gtest/gtest.h>
+
+#include "cuda/common/decode_splits.h"
+
+namespace flashcore::cuda {
+namespace {
+
+constexpr int kSms = 132;  // H100 SXM
+constexpr int kPerSm = 2;  // the 3-stage d128 tensor-core kernel's occupancy (100 KB of shared memory)
+
+double efficiency(long long base, int s) {
+  const long long slots = kSms * kPerSm;
+  const long long n = base * s;
+  return static_cast<double>(n) / static_cast<double>((n + slots - 1) / slots * slots);
+}
+
+TEST(DecodeSplits, FillsTheGpuWhenOneSequenceCannot) {
+  // Batch 1 x 8 kv heads, 8k keys in 64-key tiles: 8 CTAs would use 3% of the slots. The H100's
+  // best measured count was 32 (4 tiles a split).
+  const int s = choose_decode_splits(8, 128, kSms, kPerSm);
+  EXPECT_GE(s, 24);
+  EXPECT_GE(efficiency(8, s), 0.85);
+  EXPECT_LE(s, 128 / kMinTilesPerSplit);
+}
+
+TEST(DecodeSplits, NoSplitWhenTheGridIsFullAndEven) {
+  EXPECT_EQ(choose_decode_splits(kSms * kPerSm * 4, 128, kSms, kPerSm), 1);
+}
+
+TEST(DecodeSplits, SplitsToEvenOutALastWave) {
+  // Batch 64 x 8 kv heads = 512 CTAs on 264 slots: 1.94 waves of work in 2, efficiency 0.97 already.
+  EXPECT_EQ(choose_decode_splits(512, 128, kSms, kPerSm), 1);
+  // 300 CTAs on 264 slots: 57% efficient unsplit; a split must do better.
+  const int s = choose_decode_splits(300, 128, kSms, kPerSm);
+  EXPECT_GT(s, 1);
+  EXPECT_GE(efficiency(300, s), 0.85);
+}
+
+TEST(DecodeSplits, ShortSequencesAreNotSplit) {
+  EXPECT_EQ(choose_decode_splits(1, 1, kSms, kPerSm), 1);
+  EXPECT_EQ(choose_decode_splits(1, 7, kSms, kPerSm), 1);  // fewer than 4 tiles a split
+  EXPECT_LE(choose_decode_splits(1, 100000, kSms, kPerSm), kMaxSplits);
+}
+
+}  // namespace
+}  // namespace flashcore::cuda

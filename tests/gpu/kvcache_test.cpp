@@ -1,0 +1,179 @@
+// forward_kvcache on the GPU (the sm80 family's decode kernels, which every sm80+ GPU runs and
+// kernels=auto picks on Hopper too): the CPU suite's cases (contiguous and paged caches with page
+// sizes 1, 16, 64, 256, cache_batch_idx, left padding, causal with seqlen_q > 1, window, softcap,
+// ALiBi, GQA, rotary) against the float64 reference, with no split, a forced split and the
+// heuristic's; the cache after the append; and bad block tables / lengths refused with nothing
+// written. Outputs are NaN-poisoned on the device before every run.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/kvcache_case.h"
+#include "device_tensors.h"
+#include "flashcore/kvcache.h"
+
+namespace flashcore::testing {
+namespace {
+
+// Device copies of a KvCacheTensors' tensors and index vectors.
+class DeviceKvCache {
+ public:
+  explicit DeviceKvCache(const KvCacheTensors& t)
+      : q(t.q), k_cache(t.k_cache), v_cache(t.v_cache), out(t.out), lse(t.lse), host_(t) {
+    q.upload(t.q);
+    k_cache.upload(t.k_cache);
+    v_cache.upload(t.v_cache);
+    out.poison();
+    lse.poison();
+    if (t.c.seqlen_new > 0) {
+      k_new = std::make_unique<DeviceMirror>(t.k_new);
+      v_new = std::make_unique<DeviceMirror>(t.v_new);
+      k_new->upload(t.k_new);
+      v_new->upload(t.v_new);
+    }
+    if (t.c.rotary != 0) {
+      cos = std::make_unique<DeviceMirror>(t.rotary_cos);
+      sin = std::make_unique<DeviceMirror>(t.rotary_sin);
+      cos->upload(t.rotary_cos);
+      sin->upload(t.rotary_sin);
+    }
+  }
+  ~DeviceKvCache() {
+    for (void* p : buffers_) cudaFree(p);
+  }
+
+  KvCacheParams params() {
+    KvCacheParams p = host_.host_params(Backend::kCuda);
+    p.q = q.view();
+    p.k_cache = k_cache.view();
+    p.v_cache = v_cache.view();
+    p.out = out.view();
+    p.lse = lse.view();
+    if (k_new) {
+      p.k_new = k_new->view();
+      p.v_new = v_new->view();
+    }
+    if (cos) {
+      p.rotary_cos = cos->view();
+      p.rotary_sin = sin->view();
+    }
+    for (TensorView* v : {&p.cache_seqlens, &p.cache_batch_idx, &p.cache_leftpad, &p.block_table, &p.alibi_slopes}) {
+      if (v->present()) *v = to_device(*v);
+    }
+    return p;
+  }
+
+  void download(KvCacheTensors& t) const {
+    out.download_into(t.out);
+    lse.download_into(t.lse);
+    k_cache.download_into(t.k_cache);
+    v_cache.download_into(t.v_cache);
+  }
+
+  DeviceMirror q, k_cache, v_cache, out, lse;
+  std::unique_ptr<DeviceMirror> k_new, v_new, cos, sin;
+
+ private:
+  // A contiguous device copy of a small contiguous host view (int32 indices, float32 slopes).
+  TensorView to_device(TensorView v) {
+    const size_t bytes = static_cast<size_t>(v.numel()) * dtype_size(v.dtype);
+    void* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d, v.data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    buffers_.push_back(d);
+    v.data = d;
+    v.device = Device::kCUDA;
+    return v;
+  }
+  const KvCacheTensors& host_;
+  std::vector<void*> buffers_;
+};
+
+using KvParam = std::tuple<KvCacheCase, DType, int>;  // case, dtype, num_splits (-1: the case's own)
+
+std::string param_name(const ::testing::TestParamInfo<KvParam>& info) {
+  const int splits = std::get<2>(info.param);
+  return std::string(std::get<0>(info.param).name) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16") +
+         (splits < 0 ? "" : "_splits" + std::to_string(splits));
+}
+
+std::uint64_t seed_of(const KvParam& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char* c = std::get<0>(p).name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return h + static_cast<std::uint64_t>(std::get<1>(p));
+}
+
+class CudaKvCache : public ::testing::TestWithParam<KvParam> {};
+
+TEST_P(CudaKvCache, MatchesReferenceAndAppends) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  KvCacheCase c = std::get<0>(GetParam());
+  if (std::get<2>(GetParam()) >= 0) c.num_splits = std::get<2>(GetParam());
+  KvCacheTensors t(c, std::get<1>(GetParam()), seed_of(GetParam()));
+  DeviceKvCache d(t);
+  const Status status = forward_kvcache(d.params());
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  d.download(t);
+  const std::string failures = check_kvcache_results(t);
+  EXPECT_TRUE(failures.empty()) << failures;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaKvCache,
+                         ::testing::Combine(::testing::ValuesIn(kvcache_cases()),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                                            ::testing::Values(-1, 1, 3)),
+                         param_name);
+
+// Decode at the benchmark's shape, smaller: GQA 32:8, d128, bf16, page 16 and contiguous, a cache
+// long enough that the heuristic splits (also the compute-sanitizer case: *Sanitize*).
+TEST(CudaKvCacheSanitize, DecodeGqaPagedAndContiguous) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (const std::int64_t page : {0, 16}) {
+    KvCacheCase c{"sanitize", 2, 1, 32, 8, 128, 1024, page, 1, 2};
+    KvCacheTensors t(c, DType::kBFloat16, 11);
+    DeviceKvCache d(t);
+    const Status status = forward_kvcache(d.params());
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    d.download(t);
+    const std::string failures = check_kvcache_results(t);
+    EXPECT_TRUE(failures.empty()) << "page " << page << ": " << failures;
+  }
+}
+
+TEST(CudaKvCacheValidation, BadIndicesWriteNothing) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  KvCacheCase c{"bad", 2, 1, 4, 2, 64, 64, 16, 1};
+  KvCacheTensors t(c, DType::kBFloat16, 12);
+  t.cache_seqlens = {40, 10};
+  t.block_table[2] = 1000;  // page 2 of sequence 0, which it uses
+  {
+    DeviceKvCache d(t);
+    const Status status = forward_kvcache(d.params());
+    ASSERT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+    EXPECT_NE(status.message().find("block_table"), std::string::npos) << status.message();
+    d.download(t);
+    EXPECT_EQ(t.k_cache.values(), t.k_cache_before.values());
+    EXPECT_EQ(t.v_cache.values(), t.v_cache_before.values());
+    EXPECT_TRUE(t.out.all_poisoned());
+  }
+  t.block_table[2] = 0;
+  t.cache_seqlens = {64, 10};  // + 1 new token past the 64 positions
+  DeviceKvCache d(t);
+  const Status status = forward_kvcache(d.params());
+  ASSERT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("cache_seqlens"), std::string::npos) << status.message();
+  d.download(t);
+  EXPECT_EQ(t.k_cache.values(), t.k_cache_before.values());
+  EXPECT_TRUE(t.out.all_poisoned());
+}
+
+}  // namespace
+}  // namespace flashcore::testing
