@@ -2,6 +2,8 @@
 #pragma once
 
 #include "flashcore/attention.h"
+#include "flashcore/build_info.h"
+#include "flashcore/half.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"
 

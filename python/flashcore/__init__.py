@@ -11,6 +11,11 @@ from flashcore.flash_attn_interface import flash_attn_func, flash_attn_kvpacked_
 
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
+build_info = _library.build_info
+# The GPU kernel families in this build, e.g. ("sm80", "sm90"); () when it is CPU-only (the CPU
+# backend then runs CPU tensors and CUDA tensors raise NotImplementedError). `python -m flashcore`
+# prints the whole build_info().
+kernel_families = _library.kernel_families()
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "built_with_cuda",
-           "__version__"]
+           "build_info", "kernel_families", "__version__"]
