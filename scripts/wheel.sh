@@ -16,6 +16,7 @@
 #   ARCHS              CMake CUDA architectures of the sm80 family (default "80-real;90-real"; add
 #                      "90-virtual" for PTX that newer GPUs compile at load, at a much larger wheel)
 #   OUT_DIR            where the wheel goes (default dist/)
+#   CUTLASS_DIR        CuTe/CUTLASS headers to use instead of the nvidia-cutlass wheel's
 # The build directory is build/wheel-{cuda,cpu}; a second run recompiles only what changed.
 # Prints the build time, the wheel's size and its tag (the newest glibc symbol the binaries use
 # sets manylinux_2_NN: build on an older distribution, e.g. the manylinux_2_28 image, for a lower one).
@@ -35,6 +36,7 @@ build_dir="build/wheel-$variant"
 export CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}"
 
 config=(-C "build-dir=../$build_dir")  # relative to python/
+[ -n "${CUTLASS_DIR:-}" ] && config+=(-C "cmake.define.CUTLASS_DIR=$CUTLASS_DIR")
 if [ "$variant" = cpu ]; then
   config+=(-C cmake.define.FLASHCORE_CUDA=OFF)
 else
