@@ -64,3 +64,7 @@ mkdir -p "$out_dir"
 wheel="$("$python" scripts/wheel_platform_tag.py "${built[0]}" "$out_dir")"
 echo "wheel: $wheel"
 echo "wheel: built in ${seconds} s ($(( seconds / 60 )) min $(( seconds % 60 )) s) with $CMAKE_BUILD_PARALLEL_LEVEL jobs on $(nproc) cores; $(du -m "$wheel" | cut -f1) MiB ($(stat -c %s "$wheel") bytes)"
+# The compilers' CPU time (user, system), which a shared machine does not inflate: divided by the
+# cores it is about the build's time on an idle machine.
+times >"$staging/times"  # in this shell: a subshell would count none of its children
+echo "wheel: CPU time of the build (user, system): $(tail -1 "$staging/times")"
