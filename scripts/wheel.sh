@@ -15,7 +15,8 @@
 #   JOBS               parallel compile jobs (default: every core)
 #   ARCHS              CMake CUDA architectures of the sm80 family (default "80-real;90-real"; add
 #                      "90-virtual" for PTX that newer GPUs compile at load, at a much larger wheel)
-#   OUT_DIR            where the wheel goes (default dist/)
+#   OUT_DIR            where the wheel goes (default dist/, dist/cpu/ for --cpu: the two wheels have
+#                      the same file name)
 #   CUTLASS_DIR        CuTe/CUTLASS headers to use instead of the nvidia-cutlass wheel's
 # The build directory is build/wheel-{cuda,cpu}; a second run recompiles only what changed.
 # Prints the build time, the wheel's size and its tag (the newest glibc symbol the binaries use
@@ -32,6 +33,7 @@ if ! "$python" -c 'import scikit_build_core' 2>/dev/null; then
   "$python" -m pip install -q --disable-pip-version-check scikit-build-core==1.1.2
 fi
 out_dir="${OUT_DIR:-$root/dist}"
+[ "$variant" = cpu ] && out_dir="${OUT_DIR:-$root/dist/cpu}"
 build_dir="build/wheel-$variant"
 export CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}"
 
