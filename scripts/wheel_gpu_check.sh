@@ -6,6 +6,8 @@
 #   bash scripts/wheel_gpu_check.sh --build   builds the CUDA wheel here first (scripts/wheel.sh with
 #                                             every core; CUTLASS_DIR must name CuTe's headers when
 #                                             python3 has no nvidia-cutlass), then checks it
+# Two device calls instead of one (each under the 10-minute limit; the build directory stays on a warm
+# machine): `FLASHCORE_PYTHON=python3 bash scripts/wheel.sh`, then this script with dist/flashcore-*.whl.
 # Environment: FLASHCORE_PYTHON (default python3: the interpreter with torch), OUT (default
 # build/wheel-gpu-check; the logs go there). Prints the wheel's size, the install time, what the
 # package reports, the test summary (GPU tests skipped would show in -rs) and the CLI runs.
@@ -20,7 +22,9 @@ if [ "$wheel" = "--build" ]; then
   FLASHCORE_PYTHON="$python" OUT_DIR="$out/dist" bash scripts/wheel.sh | grep -v '^ *\[' || exit 1
   wheel="$(ls "$out"/dist/flashcore-*manylinux*.whl | head -1)"
 fi
-venv="$(mktemp -d)/venv"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+venv="$scratch/venv"
 unset FLASHCORE_LIBRARY
 status=0
 
