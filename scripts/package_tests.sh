@@ -3,7 +3,8 @@
 #   1. the CPU-only wheel (scripts/wheel.sh --cpu), installed into a fresh venv beside the project's
 #      torch (scripts/wheel_venv.sh); the Python tests run against that installed package, not the
 #      source tree, and its console script `flashcore` runs the bundled CLI;
-#   2. a CPU-only build installed with `cmake --install`, and examples/consumer built against it with
+#   2. a CPU-only build installed with `cmake --install`; each installed header compiles alone (no
+#      CUTLASS or CUDA needed), examples/consumer is built against the install with
 #      find_package(flashcore) and run; the installed CLI runs too.
 # Everything goes under build/package-tests/. Prints each step's time.
 set -euo pipefail
@@ -43,6 +44,13 @@ cmake --build "$work/cmake" -j"${JOBS:-2}"
 rm -rf "$work/prefix"
 cmake --install "$work/cmake" >/dev/null
 ls "$work/prefix/lib/cmake/flashcore"
+# Each installed header compiles on its own with nothing but the install's include/ (no CUTLASS,
+# no CUDA); c_api.h as C too.
+for header in "$work"/prefix/include/flashcore/*.h; do
+  echo "#include <flashcore/$(basename "$header")>" | g++ -std=c++17 -fsyntax-only -Wall -Wextra -I"$work/prefix/include" -x c++ -
+done
+echo '#include <flashcore/c_api.h>' | gcc -std=c99 -fsyntax-only -I"$work/prefix/include" -x c -
+echo "package_tests: every installed header is self-contained"
 cmake -S examples/consumer -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/consumer"
 "$work/consumer/consumer"
