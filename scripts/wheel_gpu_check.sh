@@ -20,7 +20,7 @@ out="${OUT:-$root/build/wheel-gpu-check}"
 mkdir -p "$out"
 if [ "$wheel" = "--build" ]; then
   FLASHCORE_PYTHON="$python" OUT_DIR="$out/dist" bash scripts/wheel.sh | grep -v '^ *\[' || exit 1
-  wheel="$(ls "$out"/dist/flashcore-*manylinux*.whl | head -1)"
+  wheel="$(ls "$out"/dist/flashcore-*.whl | head -1)"
 fi
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
