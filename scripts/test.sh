@@ -15,4 +15,10 @@ ctest --preset "$preset"
 if ! bash scripts/have_gpu.sh; then
   echo "test: the gpu.* tests were skipped: no NVIDIA GPU on this machine (run scripts/device.sh on one)"
 fi
-bash scripts/python_tests.sh
+# The Python tests: on a GPU machine against a CUDA build of the package (python_tests.sh); everywhere
+# against the CPU-only wheel installed in a fresh venv, with the CMake package and
+# examples/consumer (package_tests.sh).
+if bash scripts/have_gpu.sh; then
+  bash scripts/python_tests.sh
+fi
+bash scripts/package_tests.sh

@@ -103,6 +103,16 @@ FLASHCORE_C_EXPORT const char* flashcore_version(void);
  * else 0. */
 FLASHCORE_C_EXPORT int flashcore_built_with_cuda(void);
 
+/* What this build holds (flashcore/build_info.h), as static strings:
+ *   flashcore_kernel_families     the GPU kernel families compiled in, space-separated, e.g.
+ *                                 "sm80 sm90"; "" in a CPU-only build
+ *   flashcore_cuda_architectures  per family, its GPU code: "sm80: sm_80 sm_90; sm90: sm_90a"
+ *                                 (sm_XX machine code, compute_XX PTX)
+ *   flashcore_cuda_version        the CUDA toolkit that built it, e.g. "13.0.88"; "" without CUDA */
+FLASHCORE_C_EXPORT const char* flashcore_kernel_families(void);
+FLASHCORE_C_EXPORT const char* flashcore_cuda_architectures(void);
+FLASHCORE_C_EXPORT const char* flashcore_cuda_version(void);
+
 /* The message of the most recent call on this thread that did not return FLASHCORE_STATUS_OK, or
  * "" when the most recent call succeeded. The pointer stays valid until this thread's next call
  * into the library. */

@@ -4,6 +4,8 @@
 #include "flashcore/attention.h"
 #include "flashcore/merge.h"
 #include "flashcore/kvcache.h"
+#include "flashcore/build_info.h"
+#include "flashcore/half.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"
 

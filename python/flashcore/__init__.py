@@ -18,7 +18,12 @@ from flashcore.kvcache import flash_attn_with_kvcache
 
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
+build_info = _library.build_info
+# The GPU kernel families in this build, e.g. ("sm80", "sm90"); () when it is CPU-only (the CPU
+# backend then runs CPU tensors and CUDA tensors raise NotImplementedError). `python -m flashcore`
+# prints the whole build_info().
+kernel_families = _library.kernel_families()
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",
-           "merge_partials", "built_with_cuda", "__version__"]
+           "merge_partials", "built_with_cuda", "build_info", "kernel_families", "__version__"]

@@ -134,6 +134,12 @@ _lib.flashcore_version.argtypes = []
 _lib.flashcore_version.restype = ctypes.c_char_p
 _lib.flashcore_built_with_cuda.argtypes = []
 _lib.flashcore_built_with_cuda.restype = ctypes.c_int
+_lib.flashcore_kernel_families.argtypes = []
+_lib.flashcore_kernel_families.restype = ctypes.c_char_p
+_lib.flashcore_cuda_architectures.argtypes = []
+_lib.flashcore_cuda_architectures.restype = ctypes.c_char_p
+_lib.flashcore_cuda_version.argtypes = []
+_lib.flashcore_cuda_version.restype = ctypes.c_char_p
 _lib.flashcore_last_error.argtypes = []
 _lib.flashcore_last_error.restype = ctypes.c_char_p
 
@@ -174,6 +180,24 @@ def version():
 
 def built_with_cuda():
     return bool(_lib.flashcore_built_with_cuda())
+
+
+def kernel_families():
+    """The GPU kernel families this build holds, e.g. ("sm80", "sm90"); () for a CPU-only build."""
+    return tuple(_lib.flashcore_kernel_families().decode().split())
+
+
+def build_info():
+    """What the loaded library holds: version, CUDA backend, kernel families and their GPU code, the
+    CUDA toolkit that built it, and the library's path."""
+    return {
+        "version": version(),
+        "with_cuda": built_with_cuda(),
+        "kernel_families": kernel_families(),
+        "cuda_architectures": _lib.flashcore_cuda_architectures().decode(),
+        "cuda_version": _lib.flashcore_cuda_version().decode(),
+        "library": str(LIBRARY_PATH),
+    }
 
 
 def last_error():

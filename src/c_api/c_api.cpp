@@ -198,6 +198,12 @@ const char* flashcore_version(void) { return FLASHCORE_VERSION_STRING; }
 
 int flashcore_built_with_cuda(void) { return flashcore::built_with_cuda() ? 1 : 0; }
 
+const char* flashcore_kernel_families(void) { return flashcore::build_info().kernel_families; }
+
+const char* flashcore_cuda_architectures(void) { return flashcore::build_info().cuda_architectures; }
+
+const char* flashcore_cuda_version(void) { return flashcore::build_info().cuda_version; }
+
 const char* flashcore_last_error(void) { return last_error.c_str(); }
 
 void flashcore_options_init(flashcore_options* options) {
