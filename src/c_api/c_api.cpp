@@ -145,11 +145,16 @@ Status apply_options(const char* function, const flashcore_options& o, Params* p
   params->window_left = o.window_left;
   params->window_right = o.window_right;
   params->softcap = o.softcap;
+  return to_view(function, "alibi_slopes", o.alibi_slopes, &params->alibi_slopes);
+}
+
+// Variable-length batches (forward and backward only).
+template <class Params>
+Status apply_varlen_options(const char* function, const flashcore_options& o, Params* params) {
   params->max_seqlen_q = o.max_seqlen_q;
   params->max_seqlen_k = o.max_seqlen_k;
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "cu_seqlens_q", o.cu_seqlens_q, &params->cu_seqlens_q));
-  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "cu_seqlens_k", o.cu_seqlens_k, &params->cu_seqlens_k));
-  return to_view(function, "alibi_slopes", o.alibi_slopes, &params->alibi_slopes);
+  return to_view(function, "cu_seqlens_k", o.cu_seqlens_k, &params->cu_seqlens_k);
 }
 
 Status to_forward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
@@ -162,7 +167,8 @@ Status to_forward_params(const char* function, const flashcore_tensor* q, const 
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "v", v, &params->v));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "out", out, &params->out));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "lse", lse, &params->lse));
-  return apply_options(function, options, params);
+  FLASHCORE_C_RETURN_IF_ERROR(apply_options(function, options, params));
+  return apply_varlen_options(function, options, params);
 }
 
 Status to_backward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
@@ -182,6 +188,7 @@ Status to_backward_params(const char* function, const flashcore_tensor* q, const
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dk", dk, &params->dk));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dv", dv, &params->dv));
   FLASHCORE_C_RETURN_IF_ERROR(apply_options(function, options, params));
+  FLASHCORE_C_RETURN_IF_ERROR(apply_varlen_options(function, options, params));
   params->deterministic = options.deterministic != 0;
   params->workspace = options.workspace;
   params->workspace_bytes = options.workspace_bytes;
@@ -300,6 +307,10 @@ int flashcore_forward_kvcache(const flashcore_tensor* q, const flashcore_tensor*
     };
     for (const auto& [name, pair] : views) FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, name, pair.first, pair.second));
     FLASHCORE_C_RETURN_IF_ERROR(apply_options(kFunction, o, &params));
+    if (o.cu_seqlens_q != nullptr || o.cu_seqlens_k != nullptr) {
+      return invalid(kFunction, "cu_seqlens_q", "variable-length batches are not an option of the KV-cache forward "
+                                                "(cache_seqlens gives each sequence's length)");
+    }
     params.rotary_interleaved = kv.rotary_interleaved != 0;
     params.num_splits = kv.num_splits;
     params.check_indices = kv.check_indices != 0;
