@@ -25,6 +25,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
+#include "cpu/kernels/kernels.h"
 #include "cpu/key_range.h"
 #include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
@@ -92,12 +93,11 @@ void compute_deltas(const BackwardParams& params, const detail::AttentionProblem
   parallel_for(tasks, workers, [&](int64_t task, int) {
     const int64_t b = task / p.heads_q;
     const int64_t h = task % p.heads_q;
+    const CpuKernels& kernels = cpu_kernels();
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
       const Element* o = row_ptr<const Element>(params.out, b, i, h);
       const Element* d_o = row_ptr<const Element>(params.dout, b, i, h);
-      float sum = 0.0f;
-      for (int64_t d = 0; d < p.head_dim; ++d) sum += static_cast<float>(o[d]) * static_cast<float>(d_o[d]);
-      *deltas.row(b, h, i) = sum;
+      *deltas.row(b, h, i) = kernels.dot(dtype_of<Element>(), o, d_o, p.head_dim);
     }
   });
 }
@@ -125,6 +125,7 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
   const KeyRange range(p);
   const bool score_mod = p.has_score_mod();
   const float scale_log2 = p.softmax_scale * kLog2e;
+  const CpuKernels& kernels = cpu_kernels();
   std::fill(t.s.begin(), t.s.end(), 0.0f);
   std::fill(t.dp.begin(), t.dp.end(), 0.0f);
   gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
@@ -146,10 +147,7 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
         dpr[j] = sr[j] * (dpr[j] - t.delta[r]) * dscore;
       }
     } else {
-      for (int64_t j = begin; j < end; ++j) {
-        sr[j] = std::exp2(sr[j] * scale_log2 - t.lse_log2[r]);
-        dpr[j] = sr[j] * (dpr[j] - t.delta[r]);
-      }
+      kernels.probabilities_dscores(sr + begin, dpr + begin, end - begin, scale_log2, t.lse_log2[r], t.delta[r]);
     }
     for (int64_t j = 0; j < begin; ++j) sr[j] = dpr[j] = 0.0f;
     for (int64_t j = end; j < cols; ++j) sr[j] = dpr[j] = 0.0f;

@@ -18,6 +18,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
+#include "cpu/kernels/kernels.h"
 #include "cpu/key_range.h"
 #include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
@@ -61,10 +62,10 @@ struct ForwardScratch {
 // Folds the score tile's rows into the running max and sum, turns the scores into probabilities
 // and rescales the accumulator rows whose max grew.
 void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_dim) {
+  const CpuKernels& kernels = cpu_kernels();
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = t.s.data() + r * kBlockN;
-    float block_max = kNegInf;
-    for (int64_t j = 0; j < cols; ++j) block_max = std::max(block_max, sr[j]);
+    const float block_max = kernels.max(sr, cols);
     // std::max skips a NaN score (NaN compares false), but then exp2(NaN - max) makes the sum NaN,
     // and so the row's output and LSE. Once row_max is NaN it stays so (std::max keeps its first
     // argument), and every later block's correction and probabilities are NaN too.
@@ -80,17 +81,10 @@ void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_
       continue;
     }
     const float correction = std::exp2(t.row_max[r] - new_max);  // 0 on the row's first visible block
-    float sum = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) {
-      sr[j] = std::exp2(sr[j] - new_max);
-      sum += sr[j];
-    }
+    const float sum = kernels.exp2_sum(sr, cols, new_max);
     t.row_sum[r] = t.row_sum[r] * correction + sum;
     t.row_max[r] = new_max;
-    if (correction != 1.0f) {
-      float* ar = t.acc.data() + r * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) ar[d] *= correction;
-    }
+    if (correction != 1.0f) kernels.scale(t.acc.data() + r * head_dim, head_dim, correction);
   }
 }
 
@@ -108,7 +102,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   // ALiBi the products stay raw and the score options turn them into log2 units.
   load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
   const float q_scale = score_mod ? 1.0f : p.softmax_scale * kLog2e;
-  for (int64_t e = 0; e < rows * head_dim; ++e) t.q[e] *= q_scale;
+  cpu_kernels().scale(t.q.data(), rows * head_dim, q_scale);
   std::fill(t.acc.begin(), t.acc.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);

@@ -1,6 +1,6 @@
 // Tile sizes and tile loads shared by the CPU flash forward and backward. Tiles are contiguous
-// row-major float32 buffers, converted from the strided fp16/bf16 views once per tile, so the
-// arithmetic in tile_gemm.h runs over unit-stride float arrays the compiler can vectorise.
+// row-major float32 buffers, converted from the strided fp16/bf16/fp32 views once per tile, so the
+// arithmetic in tile_gemm.h runs over unit-stride float arrays.
 #pragma once
 
 #include <algorithm>
@@ -36,11 +36,8 @@ void load_tile(const TensorView& t, std::int64_t b, std::int64_t head, std::int6
 template <typename Element>
 void load_tile_transposed(const TensorView& t, std::int64_t b, std::int64_t head, std::int64_t row0, std::int64_t rows,
                           float* tile) {
-  const std::int64_t head_dim = t.shape[3];
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const Element* src = row_ptr<const Element>(t, b, row0 + r, head);
-    for (std::int64_t d = 0; d < head_dim; ++d) tile[d * kBlockN + r] = static_cast<float>(src[d]);
-  }
+  cpu_kernels().to_float_transposed(dtype_of<Element>(), row_ptr<const Element>(t, b, row0, head), t.stride[1], rows,
+                                    t.shape[3], tile, kBlockN);
 }
 
 // Whether every one of the n floats is finite, from their exponent bits: an integer reduction the
