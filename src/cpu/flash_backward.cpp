@@ -51,16 +51,16 @@ struct BackwardScratch {
         dk(kBlockN * head_dim),
         dv(kBlockN * head_dim),
         dq(kBlockM * head_dim),
-        lse_log2(kBlockM),
+        lse(kBlockM),
         delta(kBlockM),
         begin(kBlockM),
         end(kBlockM) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + dout.size() + k.size() + kt.size() + vt.size() + s.size() + dp.size() +
-                            dk.size() + dv.size() + dq.size() + lse_log2.size() + delta.size()) +
+                            dk.size() + dv.size() + dq.size() + lse.size() + delta.size()) +
            sizeof(int64_t) * (begin.size() + end.size());
   }
-  std::vector<float> q;         // (kBlockM, head_dim)
+  std::vector<float> q;         // (kBlockM, head_dim), pre-scaled by softmax_scale (not with softcap or ALiBi)
   std::vector<float> dout;      // (kBlockM, head_dim)
   std::vector<float> k;         // (kBlockN, head_dim)
   std::vector<float> kt;        // (head_dim, kBlockN)
@@ -70,7 +70,7 @@ struct BackwardScratch {
   std::vector<float> dk;        // (kBlockN, head_dim) accumulator, pass 1
   std::vector<float> dv;        // (kBlockN, head_dim) accumulator, pass 1
   std::vector<float> dq;        // (kBlockM, head_dim) accumulator, pass 2
-  std::vector<float> lse_log2;  // (kBlockM): the forward's LSE in log2 units
+  std::vector<float> lse;       // (kBlockM): the forward's LSE
   std::vector<float> delta;     // (kBlockM): rowsum(dO * O)
   std::vector<int64_t> begin;    // (kBlockM): the key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
@@ -102,16 +102,22 @@ void compute_deltas(const BackwardParams& params, const detail::AttentionProblem
   });
 }
 
-// Loads what a query block brings to a tile: Q, dO, the LSE (log2 units) and delta.
+// Q is scaled as the forward scales it (flash_forward.cpp), so the scores, and with one visible key
+// P = exp(score - LSE) = 1, come out exactly as there: by softmax_scale, or not at all when softcap or
+// ALiBi take the raw product. dK = dSᵀ Q · softmax_scale then needs the scale only in that case.
+float q_scale_of(const detail::AttentionProblem& p) { return p.has_score_mod() ? 1.0f : p.softmax_scale; }
+
+// Loads what a query block brings to a tile: Q (times q_scale), dO, the LSE and delta.
 template <typename Element>
 void load_query_block(const BackwardParams& params, Deltas& deltas, int64_t b, int64_t h, int64_t m0, int64_t rows,
-                      BackwardScratch& t) {
+                      float q_scale, BackwardScratch& t) {
   load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
+  cpu_kernels().scale(t.q.data(), rows * params.q.shape[3], q_scale);
   load_tile<Element>(params.dout, b, h, m0, rows, t.dout.data());
   t.query_block_finite = all_finite(t.q.data(), rows * params.q.shape[3]) &&
                          all_finite(t.dout.data(), rows * params.q.shape[3]);
   for (int64_t r = 0; r < rows; ++r) {
-    t.lse_log2[r] = lse_at(params.lse, b, h, m0 + r) * kLog2e;
+    t.lse[r] = lse_at(params.lse, b, h, m0 + r);
     t.delta[r] = *deltas.row(b, h, m0 + r);
   }
 }
@@ -124,7 +130,6 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
   const int64_t head_dim = p.head_dim;
   const KeyRange range(p);
   const bool score_mod = p.has_score_mod();
-  const float scale_log2 = p.softmax_scale * kLog2e;
   const CpuKernels& kernels = cpu_kernels();
   std::fill(t.s.begin(), t.s.end(), 0.0f);
   std::fill(t.dp.begin(), t.dp.end(), 0.0f);
@@ -136,18 +141,18 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
     float* dpr = t.dp.data() + r * kBlockN;
     // A row that sees no key has LSE -inf (and its P would be exp2(+inf)): it contributes nothing.
     // (A row that sees keys has a finite or NaN LSE: the forward gives NaN for all -inf scores.)
-    const bool none = t.lse_log2[r] == kNegInf;
+    const bool none = t.lse[r] == kNegInf;
     const int64_t begin = none ? 0 : std::clamp<int64_t>(range.key_begin(m0 + r) - n0, 0, cols);
     const int64_t end = none ? 0 : std::max(begin, std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols));
     if (score_mod) {
       for (int64_t j = begin; j < end; ++j) {
         float dscore;
         const float score = mod(sr[j], m0 + r, n0 + j, &dscore);
-        sr[j] = std::exp2(score * kLog2e - t.lse_log2[r]);
+        sr[j] = std::exp2((score - t.lse[r]) * kLog2e);
         dpr[j] = sr[j] * (dpr[j] - t.delta[r]) * dscore;
       }
     } else {
-      kernels.probabilities_dscores(sr + begin, dpr + begin, end - begin, scale_log2, t.lse_log2[r], t.delta[r]);
+      kernels.probabilities_dscores(sr + begin, dpr + begin, end - begin, t.lse[r], t.delta[r]);
     }
     for (int64_t j = 0; j < begin; ++j) sr[j] = dpr[j] = 0.0f;
     for (int64_t j = end; j < cols; ++j) sr[j] = dpr[j] = 0.0f;
@@ -166,6 +171,8 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
   const KeyRange range(p);
   load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
   load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
+  const float q_scale = q_scale_of(p);
+  const float dk_scale = p.softmax_scale / q_scale;
   std::fill(t.dk.begin(), t.dk.end(), 0.0f);
   std::fill(t.dv.begin(), t.dv.end(), 0.0f);
 
@@ -177,7 +184,7 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
     const ScoreMod mod(p, b, h);
     for (int64_t m0 = m_first; m0 < m_end; m0 += kBlockM) {
       const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
-      load_query_block<Element>(params, deltas, b, h, m0, rows, t);
+      load_query_block<Element>(params, deltas, b, h, m0, rows, q_scale, t);
       probabilities_and_dscores(p, mod, m0, rows, n0, cols, t);
       if (t.partly_masked && !t.query_block_finite) {
         gemm_tn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim,
@@ -191,7 +198,7 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
     }
   }
   for (int64_t c = 0; c < cols; ++c) {
-    store_row(t.dk.data() + c * head_dim, head_dim, p.softmax_scale, row_ptr<Element>(params.dk, b, n0 + c, hk));
+    store_row(t.dk.data() + c * head_dim, head_dim, dk_scale, row_ptr<Element>(params.dk, b, n0 + c, hk));
     store_row(t.dv.data() + c * head_dim, head_dim, 1.0f, row_ptr<Element>(params.dv, b, n0 + c, hk));
   }
 }
@@ -205,7 +212,7 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
   const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
   const KeyRange range(p);
   const ScoreMod mod(p, b, h);
-  load_query_block<Element>(params, deltas, b, h, m0, rows, t);
+  load_query_block<Element>(params, deltas, b, h, m0, rows, q_scale_of(p), t);
   std::fill(t.dq.begin(), t.dq.end(), 0.0f);
 
   const int64_t key_end = range.key_end(m0 + rows - 1);

@@ -48,13 +48,13 @@ struct ForwardScratch {
     return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
            sizeof(int64_t) * (begin.size() + end.size());
   }
-  std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale * log2(e)
+  std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale
   std::vector<float> kt;       // (head_dim, kBlockN)
   std::vector<float> v;        // (kBlockN, head_dim)
-  std::vector<float> s;        // (kBlockM, kBlockN): scores in log2 units, then probabilities
+  std::vector<float> s;        // (kBlockM, kBlockN): scores, then probabilities
   std::vector<float> acc;      // (kBlockM, head_dim): unnormalised output
-  std::vector<float> row_max;  // (kBlockM): running max of each row's scores, log2 units
-  std::vector<float> row_sum;  // (kBlockM): running sum of exp2(score - row_max)
+  std::vector<float> row_max;  // (kBlockM): running max of each row's scores
+  std::vector<float> row_sum;  // (kBlockM): running sum of exp(score - row_max)
   std::vector<int64_t> begin;  // (kBlockM): the current key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
 };
@@ -80,8 +80,8 @@ void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_
       std::fill(sr, sr + cols, 0.0f);
       continue;
     }
-    const float correction = std::exp2(t.row_max[r] - new_max);  // 0 on the row's first visible block
-    const float sum = kernels.exp2_sum(sr, cols, new_max);
+    const float correction = std::exp2((t.row_max[r] - new_max) * kLog2e);  // 0 on the row's first visible block
+    const float sum = kernels.exp_sum(sr, cols, new_max);
     t.row_sum[r] = t.row_sum[r] * correction + sum;
     t.row_max[r] = new_max;
     if (correction != 1.0f) kernels.scale(t.acc.data() + r * head_dim, head_dim, correction);
@@ -98,10 +98,11 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const bool score_mod = p.has_score_mod();
   const ScoreMod mod(p, b, h);
 
-  // Scores in log2 units: exp2(x - max) then costs one subtraction per score. With softcap or
-  // ALiBi the products stay raw and the score options turn them into log2 units.
+  // Q pre-scaled, so a product is the score. The backward forms its scores the same way, so with
+  // one visible key its P = exp(score - LSE) is exactly 1. With softcap or ALiBi the products stay
+  // raw and the score options turn them into scores.
   load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
-  const float q_scale = score_mod ? 1.0f : p.softmax_scale * kLog2e;
+  const float q_scale = score_mod ? 1.0f : p.softmax_scale;
   cpu_kernels().scale(t.q.data(), rows * head_dim, q_scale);
   std::fill(t.acc.begin(), t.acc.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
@@ -121,7 +122,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
       for (int64_t r = 0; r < rows; ++r) {
         float dscore;
         float* sr = t.s.data() + r * kBlockN;
-        for (int64_t j = 0; j < cols; ++j) sr[j] = mod(sr[j], m0 + r, n0 + j, &dscore) * kLog2e;
+        for (int64_t j = 0; j < cols; ++j) sr[j] = mod(sr[j], m0 + r, n0 + j, &dscore);
       }
     }
     bool partly_masked = false;
@@ -145,7 +146,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   for (int64_t r = 0; r < rows; ++r) {
     Element* out = row_ptr<Element>(params.out, b, m0 + r, h);
     float out_scale = 1.0f / t.row_sum[r];  // NaN when the row met a NaN or +inf score
-    float lse = (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2;
+    float lse = t.row_max[r] + std::log(t.row_sum[r]);
     if (range.sees_none(m0 + r)) {  // FlashAttention's convention for a row that sees no key
       out_scale = 0.0f;
       lse = kNegInf;

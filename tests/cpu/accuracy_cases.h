@@ -64,13 +64,14 @@ inline void PrintTo(const AccuracyCase& c, std::ostream* os) {
 using AccuracyParam = std::tuple<AccuracyCase, DType>;
 
 inline std::string accuracy_param_name(const ::testing::TestParamInfo<AccuracyParam>& info) {
+  const DType dtype = std::get<1>(info.param);
   return std::string(std::get<0>(info.param).name) + "_" +
-         (std::get<1>(info.param) == DType::kFloat16 ? "fp16" : "bf16");
+         (dtype == DType::kFloat16 ? "fp16" : dtype == DType::kBFloat16 ? "bf16" : "fp32");
 }
 
 inline auto accuracy_params() {
   return ::testing::Combine(::testing::ValuesIn(accuracy_cases()),
-                            ::testing::Values(DType::kFloat16, DType::kBFloat16));
+                            ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32));
 }
 
 // A seed fixed per case, so a failure reproduces.

@@ -228,9 +228,11 @@ TEST_P(NonFinite, RowsThatSeeNoKeyStayZero) {
   for (std::int64_t j = 0; j < 40; ++j) EXPECT_TRUE(row_is(t.dk, j, 0, is_nan)) << "dk row " << j;
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, NonFinite, ::testing::Values(DType::kFloat16, DType::kBFloat16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, NonFinite, ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32),
                          [](const ::testing::TestParamInfo<DType>& param) {
-                           return std::string(param.param == DType::kFloat16 ? "fp16" : "bf16");
+                           return std::string(param.param == DType::kFloat16    ? "fp16"
+                                              : param.param == DType::kBFloat16 ? "bf16"
+                                                                                : "fp32");
                          });
 
 }  // namespace

@@ -216,12 +216,14 @@ float max(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(m);
 }
 
-float exp2_sum(float* x, int64_t n, float sub) {
-  const __m512 s = _mm512_set1_ps(sub);
+constexpr float kLog2e = 1.4426950408889634f;
+
+float exp_sum(float* x, int64_t n, float sub) {
+  const __m512 s = _mm512_set1_ps(sub), log2e = _mm512_set1_ps(kLog2e);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
-    const __m512 e = exp2v(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s));
+    const __m512 e = exp2v(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s), log2e));
     _mm512_mask_storeu_ps(x + j, mask, e);
     sum = _mm512_mask_add_ps(sum, mask, sum, e);
   }
@@ -236,11 +238,11 @@ void scale(float* x, int64_t n, float factor) {
   }
 }
 
-void probabilities_dscores(float* s, float* dp, int64_t n, float s_scale, float lse, float delta) {
-  const __m512 sc = _mm512_set1_ps(s_scale), l = _mm512_set1_ps(lse), dl = _mm512_set1_ps(delta);
+void probabilities_dscores(float* s, float* dp, int64_t n, float lse, float delta) {
+  const __m512 l = _mm512_set1_ps(lse), dl = _mm512_set1_ps(delta), log2e = _mm512_set1_ps(kLog2e);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
-    const __m512 p = exp2v(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, s + j), sc), l));
+    const __m512 p = exp2v(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), l), log2e));
     const __m512 ds = _mm512_mul_ps(p, _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, dp + j), dl));
     _mm512_mask_storeu_ps(s + j, mask, p);
     _mm512_mask_storeu_ps(dp + j, mask, ds);
@@ -265,7 +267,7 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
   return sum;
 }
 
-constexpr CpuKernels kAvx512{"avx512", gemm_acc, to_float, to_float_transposed, from_float, max, exp2_sum,
+constexpr CpuKernels kAvx512{"avx512", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
                              scale, probabilities_dscores, dot};
 
 }  // namespace

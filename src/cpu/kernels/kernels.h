@@ -35,15 +35,15 @@ struct CpuKernels {
   // The largest of x[0, n), skipping NaN as std::max(max, x) does; -inf when n is 0 or all NaN.
   float (*max)(const float* x, std::int64_t n);
 
-  // x[j] = exp2(x[j] - sub) for j < n, and their sum (any order). exp2(-inf) is 0, NaN stays NaN.
-  float (*exp2_sum)(float* x, std::int64_t n, float sub);
+  // x[j] = exp(x[j] - sub) for j < n, and their sum (any order). exp(-inf) is 0, NaN stays NaN.
+  float (*exp_sum)(float* x, std::int64_t n, float sub);
 
   // x[j] *= factor.
   void (*scale)(float* x, std::int64_t n, float factor);
 
-  // The backward's P and dS for one row: s[j] = exp2(s[j] * s_scale - lse), dp[j] = s[j] *
-  // (dp[j] - delta), for j < n.
-  void (*probabilities_dscores)(float* s, float* dp, std::int64_t n, float s_scale, float lse, float delta);
+  // The backward's P and dS for one row: s[j] = exp(s[j] - lse), dp[j] = s[j] * (dp[j] - delta),
+  // for j < n.
+  void (*probabilities_dscores)(float* s, float* dp, std::int64_t n, float lse, float delta);
 
   // sum a[j] * b[j] over j < n, both `dtype` elements: the backward's rowsum(dO * O). Summed in
   // order j = 0, 1, ..., as gemm_acc sums (fused or not alike), so that with one key it equals dP.

@@ -116,10 +116,13 @@ float max(const float* x, int64_t n) {
   return m;
 }
 
-float exp2_sum(float* x, int64_t n, float sub) {
+constexpr float kLog2e = 1.4426950408889634f;
+
+// exp as exp2 of the argument times log2(e): the same arithmetic as the AVX-512 set.
+float exp_sum(float* x, int64_t n, float sub) {
   float sum = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
-    x[j] = std::exp2(x[j] - sub);
+    x[j] = std::exp2((x[j] - sub) * kLog2e);
     sum += x[j];
   }
   return sum;
@@ -129,9 +132,9 @@ void scale(float* x, int64_t n, float factor) {
   for (int64_t j = 0; j < n; ++j) x[j] *= factor;
 }
 
-void probabilities_dscores(float* s, float* dp, int64_t n, float s_scale, float lse, float delta) {
+void probabilities_dscores(float* s, float* dp, int64_t n, float lse, float delta) {
   for (int64_t j = 0; j < n; ++j) {
-    s[j] = std::exp2(s[j] * s_scale - lse);
+    s[j] = std::exp2((s[j] - lse) * kLog2e);
     dp[j] = s[j] * (dp[j] - delta);
   }
 }
@@ -150,7 +153,7 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
 }  // namespace
 
 const CpuKernels& portable_kernels() {
-  static const CpuKernels kernels{"portable", gemm_acc, to_float, to_float_transposed, from_float, max, exp2_sum,
+  static const CpuKernels kernels{"portable", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
                                   scale, probabilities_dscores, dot};
   return kernels;
 }
