@@ -11,6 +11,13 @@
 // no atomics, no per-thread copies of dQ (O(seqlen x head_dim) each) and gradients that are
 // bit-identical whatever the thread count, so `deterministic` needs nothing extra.
 //
+// One pass instead, when there are at least as many (batch, kv head) pairs as workers: one task per
+// pair runs pass 1 over all its key blocks and also adds dS K into a float dQ accumulator for its
+// query heads (group x seqlen_q x head_dim per worker), so P and dP are formed once: 5 products a
+// tile, not 7. Each dQ element sums the same terms in the same order as pass 2 does (key blocks in
+// ascending order, keys within a block in order), so both ways give the same bits and the choice,
+// which depends on the thread count, does not change the result.
+//
 // Non-finite inputs: a NaN or infinity reaches the gradients the plain formula sends it to (a NaN
 // LSE or out from the forward makes P or delta NaN). Only masked entries need care: their exact 0
 // must not multiply a non-finite q, k or dout row, so a partly masked tile whose operand is not
@@ -162,10 +169,12 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
   }
 }
 
-// Pass 1: dK and dV of the key block starting at row n0 of kv head hk.
+// Pass 1: dK and dV of the key block starting at row n0 of kv head hk. With dq_group (the one-pass
+// scheme) it also adds this key block's dS K to the dQ accumulators of the group's query heads,
+// (group, seqlen_q, head_dim) floats.
 template <typename Element>
 void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p, Deltas& deltas, int64_t b, int64_t hk,
-                int64_t n0, BackwardScratch& t) {
+                int64_t n0, BackwardScratch& t, float* dq_group = nullptr) {
   const int64_t head_dim = p.head_dim;
   const int64_t cols = std::min(kBlockN, p.seqlen_k - n0);
   const KeyRange range(p);
@@ -173,6 +182,11 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
   load_tile_transposed<Element>(params.v, b, hk, n0, cols, t.vt.data());
   const float q_scale = q_scale_of(p);
   const float dk_scale = p.softmax_scale / q_scale;
+  bool k_finite = true;
+  if (dq_group != nullptr) {
+    load_tile<Element>(params.k, b, hk, n0, cols, t.k.data());
+    k_finite = all_finite(t.k.data(), cols * head_dim);
+  }
   std::fill(t.dk.begin(), t.dk.end(), 0.0f);
   std::fill(t.dv.begin(), t.dv.end(), 0.0f);
 
@@ -194,6 +208,15 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
       } else {
         gemm_tn_acc(cols, head_dim, rows, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim);
         gemm_tn_acc(cols, head_dim, rows, t.dp.data(), kBlockN, t.q.data(), head_dim, t.dk.data(), head_dim);
+      }
+      if (dq_group != nullptr) {  // as dq_block does for this tile
+        float* dq = dq_group + ((h - hk * p.group_size()) * p.seqlen_q + m0) * head_dim;
+        if (t.partly_masked && !k_finite) {
+          gemm_nn_acc_visible(rows, head_dim, t.dp.data(), kBlockN, t.k.data(), head_dim, dq, head_dim,
+                              t.begin.data(), t.end.data());
+        } else {
+          gemm_nn_acc(rows, head_dim, cols, t.dp.data(), kBlockN, t.k.data(), head_dim, dq, head_dim);
+        }
       }
     }
   }
@@ -234,6 +257,28 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
   }
 }
 
+// The one-pass scheme for kv head hk of batch b: every key block in order, then dQ of the group.
+template <typename Element>
+void head_backward(const BackwardParams& params, const detail::AttentionProblem& p, Deltas& deltas, int64_t b,
+                   int64_t hk, BackwardScratch& t, std::vector<float>& dq_group) {
+  std::fill(dq_group.begin(), dq_group.end(), 0.0f);
+  for (int64_t n0 = 0; n0 < p.seqlen_k; n0 += kBlockN) dkdv_block<Element>(params, p, deltas, b, hk, n0, t, dq_group.data());
+  for (int64_t g = 0; g < p.group_size(); ++g) {
+    const int64_t h = hk * p.group_size() + g;
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      store_row(dq_group.data() + (g * p.seqlen_q + i) * p.head_dim, p.head_dim, p.softmax_scale,
+                row_ptr<Element>(params.dq, b, i, h));
+    }
+  }
+}
+
+// Whether the one-pass scheme serves this problem with `workers` threads: at least one (batch, kv
+// head) task per worker, and dQ accumulators of at most 64 MiB a worker.
+bool one_pass(const detail::AttentionProblem& p, int workers) {
+  const int64_t dq_bytes = static_cast<int64_t>(sizeof(float)) * p.group_size() * p.seqlen_q * p.head_dim;
+  return p.batch * p.heads_kv >= workers && dq_bytes <= (int64_t{64} << 20);
+}
+
 int64_t dkdv_tasks_of(const detail::AttentionProblem& p) {
   return p.batch * p.heads_kv * ceil_div(p.seqlen_k, kBlockN);
 }
@@ -249,6 +294,17 @@ void run_backward(const BackwardParams& params, const detail::AttentionProblem& 
   const int64_t dq_tasks = dq_tasks_of(p);
   const int workers = worker_count(params.num_threads, std::max(dkdv_tasks, dq_tasks));
   std::vector<BackwardScratch> scratch(static_cast<size_t>(workers), BackwardScratch(p.head_dim));
+
+  if (one_pass(p, workers)) {
+    std::vector<std::vector<float>> dq_groups(
+        static_cast<size_t>(workers), std::vector<float>(static_cast<size_t>(p.group_size() * p.seqlen_q * p.head_dim)));
+    const int64_t tasks = p.batch * p.heads_kv;
+    parallel_for(tasks, workers, [&](int64_t task, int worker) {
+      head_backward<Element>(params, p, deltas, task / p.heads_kv, task % p.heads_kv,
+                             scratch[static_cast<size_t>(worker)], dq_groups[static_cast<size_t>(worker)]);
+    });
+    return;
+  }
 
   // With causal, early key blocks and late query blocks have the most work: every head's are
   // handed out first, so the short tasks fill the gaps at the end.
@@ -274,7 +330,11 @@ std::size_t flash_backward_scratch_bytes(const detail::AttentionProblem& problem
   const int workers = worker_count(num_threads, std::max(dkdv_tasks_of(problem), dq_tasks_of(problem)));
   const std::size_t deltas =
       sizeof(float) * static_cast<std::size_t>(problem.batch * problem.heads_q * problem.seqlen_q);
-  return static_cast<std::size_t>(workers) * BackwardScratch(problem.head_dim).bytes() + deltas;
+  std::size_t per_worker = BackwardScratch(problem.head_dim).bytes();
+  if (one_pass(problem, workers)) {
+    per_worker += sizeof(float) * static_cast<std::size_t>(problem.group_size() * problem.seqlen_q * problem.head_dim);
+  }
+  return static_cast<std::size_t>(workers) * per_worker + deltas;
 }
 
 Status flash_backward(const BackwardParams& params, const detail::AttentionProblem& problem) {

@@ -15,7 +15,7 @@ namespace flashcore::cpu {
 // 64 x 64 tiles: a score tile is 16 KiB and a (64, head_dim <= 256) operand tile at most 64 KiB,
 // so one worker's tiles stay in L2 while the query block sweeps the keys. Larger query blocks
 // would convert K and V fewer times but leave fewer tasks to balance over threads at short seqlens.
-inline constexpr std::int64_t kBlockM = 64;  // query rows per tile
+inline constexpr std::int64_t kBlockM = 128;  // query rows per tile
 inline constexpr std::int64_t kBlockN = 64;  // key rows per tile
 
 inline constexpr float kLn2 = 0.6931471805599453f;

@@ -76,7 +76,7 @@ void gemm_acc(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, in
 
 // ---- conversions ----------------------------------------------------------------------------
 // 16 (or the `mask`ed first few) elements at src as floats; masked-off lanes are 0 and not read.
-inline __m512 load16(DType dtype, const void* src, __mmask16 mask) {
+inline __attribute__((always_inline)) __m512 load16(DType dtype, const void* src, __mmask16 mask) {
   switch (dtype) {
     case DType::kBFloat16: {
       const __m256i h = _mm256_maskz_loadu_epi16(mask, src);
@@ -112,17 +112,26 @@ inline void store16(DType dtype, __m512 x, void* dst, __mmask16 mask) {
   }
 }
 
-inline int64_t element_bytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+constexpr int64_t element_bytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
 inline const void* offset(const void* p, int64_t elements, int64_t bytes) {
   return static_cast<const char*>(p) + elements * bytes;
 }
 
-void to_float(DType dtype, const void* src, int64_t n, float* dst) {
-  const int64_t bytes = element_bytes(dtype);
+template <DType kType>
+void to_float_of(const void* src, int64_t n, float* dst) {
+  const int64_t bytes = element_bytes(kType);
   for (int64_t e = 0; e < n; e += 16) {
     const __mmask16 mask = first_lanes(n - e);
-    _mm512_mask_storeu_ps(dst + e, mask, load16(dtype, offset(src, e, bytes), mask));
+    _mm512_mask_storeu_ps(dst + e, mask, load16(kType, offset(src, e, bytes), mask));
+  }
+}
+
+void to_float(DType dtype, const void* src, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kBFloat16: to_float_of<DType::kBFloat16>(src, n, dst); break;
+    case DType::kFloat16: to_float_of<DType::kFloat16>(src, n, dst); break;
+    case DType::kFloat32: to_float_of<DType::kFloat32>(src, n, dst); break;
   }
 }
 
@@ -155,9 +164,9 @@ inline void transpose16(__m512 r[16]) {
   }
 }
 
-void to_float_transposed(DType dtype, const void* src, int64_t row_stride, int64_t rows, int64_t cols, float* dst,
-                         int64_t ld) {
-  const int64_t bytes = element_bytes(dtype);
+template <DType kType>
+void to_float_transposed_of(const void* src, int64_t row_stride, int64_t rows, int64_t cols, float* dst, int64_t ld) {
+  const int64_t bytes = element_bytes(kType);
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int64_t block_rows = rows - r0 < 16 ? rows - r0 : 16;
     const __mmask16 row_mask = first_lanes(block_rows);
@@ -166,12 +175,21 @@ void to_float_transposed(DType dtype, const void* src, int64_t row_stride, int64
       const __mmask16 col_mask = first_lanes(block_cols);
       __m512 r[16];
       for (int j = 0; j < 16; ++j) {
-        r[j] = j < block_rows ? load16(dtype, offset(src, (r0 + j) * row_stride + d0, bytes), col_mask)
+        r[j] = j < block_rows ? load16(kType, offset(src, (r0 + j) * row_stride + d0, bytes), col_mask)
                               : _mm512_setzero_ps();
       }
       transpose16(r);
       for (int64_t i = 0; i < block_cols; ++i) _mm512_mask_storeu_ps(dst + (d0 + i) * ld + r0, row_mask, r[i]);
     }
+  }
+}
+
+void to_float_transposed(DType dtype, const void* src, int64_t row_stride, int64_t rows, int64_t cols, float* dst,
+                         int64_t ld) {
+  switch (dtype) {
+    case DType::kBFloat16: to_float_transposed_of<DType::kBFloat16>(src, row_stride, rows, cols, dst, ld); break;
+    case DType::kFloat16: to_float_transposed_of<DType::kFloat16>(src, row_stride, rows, cols, dst, ld); break;
+    case DType::kFloat32: to_float_transposed_of<DType::kFloat32>(src, row_stride, rows, cols, dst, ld); break;
   }
 }
 
