@@ -12,11 +12,14 @@
 
 namespace flashcore::cpu {
 
-// 64 x 64 tiles: a score tile is 16 KiB and a (64, head_dim <= 256) operand tile at most 64 KiB,
-// so one worker's tiles stay in L2 while the query block sweeps the keys. Larger query blocks
-// would convert K and V fewer times but leave fewer tasks to balance over threads at short seqlens.
+// 128 x 128 tiles: a score tile is 64 KiB and a (128, head_dim <= 256) operand tile at most
+// 128 KiB, so one worker's tiles stay in a 1 MiB L2 while the query block sweeps the keys (the
+// backward's handful at head_dim 128, ~600 KiB). Each loaded and converted K, V (forward) or Q, dO
+// (backward) tile then serves 128 rows of the other side: at 64 x 64 the conversions cost ~15% of
+// the forward (docs/tuning/cpu.md). Smaller blocks would leave more tasks to balance at short
+// seqlens, which the 2-core target does not need.
 inline constexpr std::int64_t kBlockM = 128;  // query rows per tile
-inline constexpr std::int64_t kBlockN = 64;  // key rows per tile
+inline constexpr std::int64_t kBlockN = 128; // key rows per tile
 
 inline constexpr float kLn2 = 0.6931471805599453f;
 
