@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -43,10 +45,15 @@ struct ForwardScratch {
         row_max(kBlockM),
         row_sum(kBlockM),
         begin(kBlockM),
-        end(kBlockM) {}
+        end(kBlockM),
+        q16(kBlockM * (head_dim + head_dim % 2)),
+        k16((head_dim + 1) / 2 * kBlockN),
+        v16(kBlockN / 2 * head_dim),
+        p16(kBlockM * kBlockN) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
-           sizeof(int64_t) * (begin.size() + end.size());
+           sizeof(int64_t) * (begin.size() + end.size()) + sizeof(std::uint16_t) * (q16.size() + p16.size()) +
+           sizeof(std::uint32_t) * (k16.size() + v16.size());
   }
   std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale
   std::vector<float> kt;       // (head_dim, kBlockN)
@@ -57,7 +64,18 @@ struct ForwardScratch {
   std::vector<float> row_sum;  // (kBlockM): running sum of exp(score - row_max)
   std::vector<int64_t> begin;  // (kBlockM): the current key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
+  // bf16 inputs on a CPU with bf16 products (kernels.h: Bf16Kernels) use these instead of q, kt, v:
+  std::vector<std::uint16_t> q16;  // (kBlockM, head_dim rounded up to even): Q as stored, not scaled
+  std::vector<std::uint32_t> k16;  // (head_dim / 2, kBlockN) pairs: Kᵀ
+  std::vector<std::uint32_t> v16;  // (kBlockN / 2, head_dim) pairs: V
+  std::vector<std::uint16_t> p16;  // (kBlockM, kBlockN): P rounded to bf16, as the GPU kernels round it
 };
+
+// Rows of a bf16 view as raw 16-bit values.
+template <typename Element>
+const std::uint16_t* bits_of(const TensorView& t, int64_t i0, int64_t i1, int64_t i2) {
+  return reinterpret_cast<const std::uint16_t*>(row_ptr<const Element>(t, i0, i1, i2));
+}
 
 // Folds the score tile's rows into the running max and sum, turns the scores into probabilities
 // and rescales the accumulator rows whose max grew.
@@ -101,9 +119,20 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   // Q pre-scaled, so a product is the score. The backward forms its scores the same way, so with
   // one visible key its P = exp(score - LSE) is exactly 1. With softcap or ALiBi the products stay
   // raw and the score options turn them into scores.
-  load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
-  const float q_scale = score_mod ? 1.0f : p.softmax_scale;
-  cpu_kernels().scale(t.q.data(), rows * head_dim, q_scale);
+  // bf16 on a CPU with bf16 products: tiles stay bf16 and the scores are scaled after the product.
+  const CpuKernels& kernels = cpu_kernels();
+  const Bf16Kernels* dp = nullptr;
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) dp = kernels.bf16;
+  const int64_t q16_ld = head_dim + head_dim % 2;
+  if (dp != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(t.q16.data() + r * q16_ld, bits_of<Element>(params.q, b, m0 + r, h), sizeof(std::uint16_t) * head_dim);
+      if (q16_ld != head_dim) t.q16[r * q16_ld + head_dim] = 0;
+    }
+  } else {
+    load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
+    kernels.scale(t.q.data(), rows * head_dim, score_mod ? 1.0f : p.softmax_scale);
+  }
   std::fill(t.acc.begin(), t.acc.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
@@ -113,11 +142,18 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const int64_t key_end = range.key_end(m0 + rows - 1);
   for (int64_t n0 = range.key_begin(m0) / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
-    load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
-    load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
-
     std::fill(t.s.begin(), t.s.end(), 0.0f);
-    gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    if (dp != nullptr) {
+      dp->pack_transposed(bits_of<Element>(params.k, b, n0, hk), params.k.stride[1], cols, head_dim, t.k16.data(),
+                          kBlockN);
+      dp->pack_rows(bits_of<Element>(params.v, b, n0, hk), params.v.stride[1], cols, head_dim, t.v16.data(), head_dim);
+      dp->gemm_acc(rows, cols, q16_ld / 2, t.q16.data(), q16_ld, t.k16.data(), kBlockN, t.s.data(), kBlockN);
+      if (!score_mod) kernels.scale(t.s.data(), rows * kBlockN, p.softmax_scale);
+    } else {
+      load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
+      load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
+      gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    }
     if (score_mod) {
       for (int64_t r = 0; r < rows; ++r) {
         float dscore;
@@ -135,9 +171,14 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
       std::fill(sr + t.end[r], sr + cols, kNegInf);
     }
     online_softmax(t, rows, cols, head_dim);
+    if (partly_masked && dp != nullptr) load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
     if (partly_masked && !all_finite(t.v.data(), cols * head_dim)) {
       gemm_nn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim,
                           t.begin.data(), t.end.data());
+    } else if (dp != nullptr) {  // P's columns past cols are 0, and so are V's padding rows
+      dp->round(t.s.data(), rows * kBlockN, t.p16.data());
+      dp->gemm_acc(rows, head_dim, (cols + 1) / 2, t.p16.data(), kBlockN, t.v16.data(), head_dim, t.acc.data(),
+                   head_dim);
     } else {
       gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
     }

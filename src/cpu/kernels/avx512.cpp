@@ -285,12 +285,13 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
   return sum;
 }
 
-constexpr CpuKernels kAvx512{"avx512", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
-                             scale, probabilities_dscores, dot};
-
 }  // namespace
 
-// Only the table: the feature check lives in select.cpp, compiled for the baseline CPU.
-const CpuKernels& avx512_kernel_table() { return kAvx512; }
+// Only the table, with the bf16 products (avx512_bf16.cpp) when `bf16` is given: the feature
+// check lives in select.cpp, compiled for the baseline CPU.
+CpuKernels avx512_kernel_table(const Bf16Kernels* bf16) {
+  return {"avx512", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
+          scale, probabilities_dscores, dot, bf16};
+}
 
 }  // namespace flashcore::cpu

@@ -14,6 +14,25 @@
 
 namespace flashcore::cpu {
 
+// Products of bf16 tiles with fp32 accumulation (AVX512_BF16's vdpbf16ps: two products a lane
+// per instruction, twice the fp32 FMA rate). An operand read along k comes in pairs: a uint32 holds
+// elements k = 2p and 2p + 1 of one row or column, the low half first; an odd k is padded with 0.
+struct Bf16Kernels {
+  // c (m, n; ldc) += A · B, A (m, 2 kp) bf16 row-major (lda elements, even), B as pairs:
+  // b[p * ldb + j] = (B(2p, j), B(2p + 1, j)).
+  void (*gemm_acc)(std::int64_t m, std::int64_t n, std::int64_t kp, const std::uint16_t* a, std::int64_t lda,
+                   const std::uint32_t* b, std::int64_t ldb, float* c, std::int64_t ldc);
+  // Rows r < rows of a strided bf16 tensor (row r at src + r * row_stride), as B = their transpose:
+  // dst[p * ld + r] = (row r [2p], row r [2p + 1]) for 2p < cols.
+  void (*pack_transposed)(const std::uint16_t* src, std::int64_t row_stride, std::int64_t rows, std::int64_t cols,
+                          std::uint32_t* dst, std::int64_t ld);
+  // The same rows as B itself: dst[q * ld + d] = (row 2q [d], row 2q + 1 [d]) for 2q < rows.
+  void (*pack_rows)(const std::uint16_t* src, std::int64_t row_stride, std::int64_t rows, std::int64_t cols,
+                    std::uint32_t* dst, std::int64_t ld);
+  // dst[0, n) = src[0, n) rounded to bf16 (nearest even).
+  void (*round)(const float* src, std::int64_t n, std::uint16_t* dst);
+};
+
 struct CpuKernels {
   const char* name;
 
@@ -48,6 +67,9 @@ struct CpuKernels {
   // sum a[j] * b[j] over j < n, both `dtype` elements: the backward's rowsum(dO * O). Summed in
   // order j = 0, 1, ..., as gemm_acc sums (fused or not alike), so that with one key it equals dP.
   float (*dot)(DType dtype, const void* a, const void* b, std::int64_t n);
+
+  // bf16 tile products where the CPU has them (AVX512_BF16), else null.
+  const Bf16Kernels* bf16;
 };
 
 // The set this process uses, chosen on first call (thread-safe).
@@ -55,6 +77,6 @@ const CpuKernels& cpu_kernels();
 
 // Each set, for tests and benchmarks; avx512 is null where not built or not supported.
 const CpuKernels& portable_kernels();
-const CpuKernels* avx512_kernels();
+const CpuKernels* avx512_kernels();  // with bf16 set where the CPU has AVX512_BF16
 
 }  // namespace flashcore::cpu

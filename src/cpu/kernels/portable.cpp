@@ -154,7 +154,7 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
 
 const CpuKernels& portable_kernels() {
   static const CpuKernels kernels{"portable", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
-                                  scale, probabilities_dscores, dot};
+                                  scale, probabilities_dscores, dot, nullptr};
   return kernels;
 }
 

@@ -8,13 +8,19 @@
 namespace flashcore::cpu {
 
 #if defined(FLASHCORE_CPU_AVX512)
-const CpuKernels& avx512_kernel_table();  // avx512.cpp
+CpuKernels avx512_kernel_table(const Bf16Kernels* bf16);  // avx512.cpp
+const Bf16Kernels& avx512_bf16_kernel_table();           // avx512_bf16.cpp
 
 const CpuKernels* avx512_kernels() {
   static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                                 __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return supported ? &avx512_kernel_table() : nullptr;
+  // FLASHCORE_CPU_BF16=0 keeps bf16 inputs on the fp32 products (for comparisons and tests).
+  static const bool bf16 = supported && __builtin_cpu_supports("avx512bf16") &&
+                           !(std::getenv("FLASHCORE_CPU_BF16") != nullptr && std::strcmp(std::getenv("FLASHCORE_CPU_BF16"), "0") == 0);
+  static const CpuKernels table = supported ? avx512_kernel_table(bf16 ? &avx512_bf16_kernel_table() : nullptr)
+                                            : CpuKernels{};
+  return supported ? &table : nullptr;
 }
 #else
 const CpuKernels* avx512_kernels() { return nullptr; }
