@@ -137,24 +137,47 @@ void pack_rows(const uint16_t* src, int64_t row_stride, int64_t rows, int64_t co
   }
 }
 
-// Nearest even, as cutlass::bfloat16_t rounds (NaN becomes 0x7fff).
+// Nearest even, as cutlass::bfloat16_t rounds (NaN becomes 0x7fff): 16 results as 32-bit lanes.
+inline __m512i to_bf16(__m512 x) {
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  rounded = _mm512_mask_mov_epi32(rounded, inf, bits);
+  rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fff0000));
+  return _mm512_srli_epi32(rounded, 16);
+}
+
 void round(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t e = 0; e < n; e += 16) {
     const __mmask16 mask = first_lanes(n - e);
-    const __m512 x = _mm512_maskz_loadu_ps(mask, src + e);
-    const __m512i bits = _mm512_castps_si512(x);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    const __mmask16 inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
-    rounded = _mm512_mask_mov_epi32(rounded, inf, bits);
-    rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fff0000));
-    _mm512_mask_cvtepi32_storeu_epi16(dst + e, mask, _mm512_srli_epi32(rounded, 16));
+    _mm512_mask_cvtepi32_storeu_epi16(dst + e, mask, to_bf16(_mm512_maskz_loadu_ps(mask, src + e)));
   }
 }
 
-constexpr Bf16Kernels kBf16{gemm_acc, pack_transposed, pack_rows, round};
+void round_transposed(const float* src, int64_t src_ld, int64_t rows, int64_t cols, uint16_t* dst, int64_t ld) {
+  const int64_t rows_even = rows + rows % 2;
+  for (int64_t i0 = 0; i0 < rows_even; i0 += 16) {
+    const int64_t block_rows = rows - i0 < 16 ? rows - i0 : 16;
+    const __mmask16 store_mask = first_lanes(rows_even - i0);
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t block_cols = cols - j0 < 16 ? cols - j0 : 16;
+      const __mmask16 col_mask = first_lanes(block_cols);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        r[i] = i < block_rows ? _mm512_maskz_loadu_ps(col_mask, src + (i0 + i) * src_ld + j0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int64_t j = 0; j < block_cols; ++j) {
+        _mm512_mask_cvtepi32_storeu_epi16(dst + (j0 + j) * ld + i0, store_mask, to_bf16(r[j]));
+      }
+    }
+  }
+}
+
+constexpr Bf16Kernels kBf16{gemm_acc, pack_transposed, pack_rows, round, round_transposed};
 
 }  // namespace
 

@@ -31,6 +31,10 @@ struct Bf16Kernels {
                     std::uint32_t* dst, std::int64_t ld);
   // dst[0, n) = src[0, n) rounded to bf16 (nearest even).
   void (*round)(const float* src, std::int64_t n, std::uint16_t* dst);
+  // dst[j * ld + i] = src[i * src_ld + j] rounded, for j < cols and i < rows rounded up to even
+  // (the padding row, i = rows when rows is odd, is 0): a float tile as its bf16 transpose.
+  void (*round_transposed)(const float* src, std::int64_t src_ld, std::int64_t rows, std::int64_t cols,
+                           std::uint16_t* dst, std::int64_t ld);
 };
 
 struct CpuKernels {
