@@ -12,13 +12,13 @@
 
 namespace flashcore::cpu {
 
-// 128 x 128 tiles: a score tile is 64 KiB and a (128, head_dim <= 256) operand tile at most
-// 128 KiB, so one worker's tiles stay in a 1 MiB L2 while the query block sweeps the keys (the
-// backward's handful at head_dim 128, ~600 KiB). Each loaded and converted K, V (forward) or Q, dO
-// (backward) tile then serves 128 rows of the other side: at 64 x 64 the conversions cost ~15% of
-// the forward (docs/tuning/cpu.md). Smaller blocks would leave more tasks to balance at short
-// seqlens, which the 2-core target does not need.
-inline constexpr std::int64_t kBlockM = 128;  // query rows per tile
+// 256-row query blocks against 128-key blocks: a score tile is 128 KiB and a (256, head_dim <= 256)
+// operand tile at most 256 KiB; at head_dim 128 one worker's tiles (~1 MiB in the backward) stay
+// about in a Zen 4 core's 1 MiB L2. Each converted (and, for K, transposed) key tile then serves
+// 256 query rows: the forward was ~15% conversions at 64 x 64 tiles, and 256 rows gave another
+// 5-10% over 128 in fp32 (docs/tuning/cpu.md). Fewer, longer tasks balance worse at short seqlens,
+// which the 2-core target does not feel.
+inline constexpr std::int64_t kBlockM = 256;  // query rows per tile
 inline constexpr std::int64_t kBlockN = 128; // key rows per tile
 
 inline constexpr float kLn2 = 0.6931471805599453f;
