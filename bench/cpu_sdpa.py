@@ -8,6 +8,7 @@ JSON shape (bench/flashbench/results.py): impl flashcore / sdpa_cpu, pass fwd / 
     PYTHONPATH=python FLASHCORE_LIBRARY=build/cpu/src/c_api/libflashcore_c.so \
         .venv/bin/python bench/cpu_sdpa.py --out bench/results/cpu_<date>.json
     ... --threads 1,2 --dtypes bf16 --head-dims 64 --seqlens 1024,4096   (the scaling table)
+    .venv/bin/python bench/cpu_sdpa.py --report bench/results/cpu_sdpa_*.json   (markdown table)
 
 torch's SDPA takes (batch, heads, seqlen, head_dim) tensors and flashcore (batch, seqlen, heads,
 head_dim); each gets contiguous tensors in its own layout, so neither pays for a transpose.
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import flashcore  # noqa: E402
+flashcore = None  # imported by main(), so --report runs without the native library
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 PASS_FACTOR = {"fwd": 1.0, "fwd_bwd": 3.5}
@@ -78,15 +79,42 @@ def time_pair(calls, reps, warmup):
         for _ in range(warmup):
             call()
     times = {name: [] for name in calls}
+    cpu_times = {name: [] for name in calls}
     for _ in range(reps):
         for name, call in calls.items():
+            c0 = time.process_time()
             t0 = time.perf_counter()
             call()
             times[name].append((time.perf_counter() - t0) * 1e3)
-    return times
+            cpu_times[name].append((time.process_time() - c0) * 1e3)
+    return times, cpu_times
+
+
+def report(paths):
+    """A markdown table of flashcore's speed-up over torch (wall and CPU time) from result files."""
+    print("| threads | dtype | d | S | causal | pass | flashcore ms | sdpa_cpu ms | speed-up (wall) | speed-up (CPU time) "
+          "| load | commit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        with open(path) as f:
+            result = json.load(f)
+        rows = result["rows"]
+        commit = result["context"].get("commit", "")
+        for fc in (r for r in rows if r["impl"] == "flashcore"):
+            key = ("threads", "dtype", "head_dim", "seqlen_q", "causal", "pass")
+            torch_row = next(r for r in rows if r["impl"] == "sdpa_cpu" and all(r[k] == fc[k] for k in key))
+            print(f"| {fc['threads']} | {fc['dtype']} | {fc['head_dim']} | {fc['seqlen_q']} | {int(fc['causal'])} | "
+                  f"{fc['pass']} | {fc['ms']:.1f} | {torch_row['ms']:.1f} | {torch_row['ms'] / fc['ms']:.2f}x | "
+                  f"{torch_row['cpu_ms'] / fc['cpu_ms']:.2f}x | {fc['loadavg'][0]:.1f} | {commit} |")
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--report":
+        report(sys.argv[2:])
+        return
+    global flashcore
+    import flashcore as _flashcore
+    flashcore = _flashcore
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="results JSON (bench/results/*cpu*.json)")
     ap.add_argument("--dtypes", default="bf16,fp16,fp32")
@@ -135,9 +163,10 @@ def main():
                             load0 = os.getloadavg()[0]
                             calls = {impl: make_calls(impl, pass_, DTYPES[dt], args.batch, args.heads, s, d, causal)
                                      for impl in ("flashcore", "sdpa_cpu")}
-                            times = time_pair(calls, args.reps, args.warmup)
+                            times, cpu_times = time_pair(calls, args.reps, args.warmup)
                             load1 = os.getloadavg()[0]
                             ms = {k: statistics.median(v) for k, v in times.items()}
+                            cpu_ms = {k: statistics.median(v) for k, v in cpu_times.items()}
                             for impl in calls:
                                 rows.append({
                                     "suite": "cpu_sdpa", "impl": impl, "kernels": "cpu" if impl == "flashcore" else None,
@@ -147,23 +176,35 @@ def main():
                                     / (ms[impl] * 1e-3) / 1e12,
                                     "reason": None, "threads": threads, "runs": args.reps,
                                     "ms_all": [round(t, 3) for t in times[impl]], "loadavg": [load0, load1],
+                                    "cpu_ms": cpu_ms[impl],
                                 })
                             ratio = ms["sdpa_cpu"] / ms["flashcore"]
                             print(f"t={threads} {dt} d{d} s{s} causal={int(causal)} {pass_:7s} "
                                   f"flashcore {ms['flashcore']:8.2f} ms  sdpa {ms['sdpa_cpu']:8.2f} ms  "
-                                  f"speed-up {ratio:5.2f}x  load {load0:.2f}->{load1:.2f}", flush=True)
-    ctx["loadavg_end"] = os.getloadavg()
+                                  f"speed-up {ratio:5.2f}x  (CPU time {cpu_ms['sdpa_cpu'] / cpu_ms['flashcore']:5.2f}x)  "
+                                  f"load {load0:.2f}->{load1:.2f}", flush=True)
+                            save(args, ctx, rows, complete=False)
+    save(args, ctx, rows, complete=True)
+
+
+def save(args, ctx, rows, complete):
+    """Writes the results so far (after every cell, so a run cut short keeps what it measured)."""
+    if not args.out:
+        return
+    ctx = dict(ctx, loadavg_end=os.getloadavg(), complete=complete)
     result = {"schema": "flashbench/2", "context": ctx,
               "settings": {k: v for k, v in vars(args).items() if k != "out"},
               "method": ("wall time per call (time.perf_counter), flashcore and torch SDPA alternated call by call "
                          "in one process, median of --reps each after --warmup; fresh torch.randn inputs per cell; "
+                         "cpu_ms = median process CPU time per call (all threads; less sensitive to other "
+                         "processes' load than wall time); "
                          "fwd under no_grad, fwd_bwd = forward + out.backward(grad); threads = "
                          "torch.set_num_threads (flashcore's Python binding passes torch.get_num_threads()); "
                          "FLOPs: fwd 4*B*H*S*S*D (halved when causal), fwd_bwd 3.5x."),
               "restarts": [], "rows": rows, "memory": []}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    if complete:
         print("wrote", args.out)
 
 
