@@ -21,7 +21,7 @@ _DTYPE_CODES = {
 }
 _DEVICE_CODES = {"cpu": lib.DEVICE_CPU, "cuda": lib.DEVICE_CUDA}
 _CUDA_CODES = (lib.DEVICE_CPU, lib.DEVICE_CUDA)  # indexed by Tensor.is_cuda
-_INPUT_DTYPES = (torch.float16, torch.bfloat16)
+_INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # float32: CPU tensors only
 
 # flashcore_tensor's bytes: data, dtype, device, rank, 4 bytes of padding, shape[4], stride[4].
 # Packing all descriptors of a call into one buffer with one struct.pack costs a fraction of
@@ -81,16 +81,20 @@ def check_tensor(name, t, rank, layout):
 
 
 def check_attention_inputs(q, k, v, varlen=False):
-    """q, k, v: rank 4 (rank 3, packed, with varlen), float16/bfloat16 of one dtype, on one CPU or
+    """q, k, v: rank 4 (rank 3, packed, with varlen), float16/bfloat16 (or float32 on the CPU) of one dtype, on one CPU or
     CUDA device, headdim contiguous."""
     rank, q_layout, kv_layout = (3, Q_LAYOUT_VARLEN, KV_LAYOUT_VARLEN) if varlen else (4, Q_LAYOUT, KV_LAYOUT)
     check_tensor("q", q, rank, q_layout)
     check_tensor("k", k, rank, kv_layout)
     check_tensor("v", v, rank, kv_layout)
     if q.dtype not in _INPUT_DTYPES:
-        raise ValueError(f"flashcore: q: expected dtype torch.float16 or torch.bfloat16, got {q.dtype}")
+        raise ValueError(f"flashcore: q: expected dtype torch.float16, torch.bfloat16 or (on the CPU) "
+                         f"torch.float32, got {q.dtype}")
     if q.device.type not in _DEVICE_CODES:
         raise ValueError(f"flashcore: q: expected a CPU or CUDA tensor, got one on {q.device}")
+    if q.dtype == torch.float32 and q.device.type == "cuda":
+        raise ValueError("flashcore: q: float32 inputs run on the CPU backend only; on CUDA pass torch.float16 "
+                         "or torch.bfloat16")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise ValueError(f"flashcore: {name}: expected dtype {q.dtype} like q, got {t.dtype}")

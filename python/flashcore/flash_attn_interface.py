@@ -117,7 +117,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     """Exact attention, differentiable with respect to q, k and v.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k, headdim), float16 or
-    bfloat16, on the CPU or a CUDA device. nheads must be a multiple of nheads_k (GQA/MQA).
+    bfloat16 on the CPU or a CUDA device, or float32 on the CPU. nheads must be a multiple of nheads_k (GQA/MQA).
     softmax_scale: default 1 / sqrt(headdim). causal: the mask is aligned to the bottom-right
     corner of the score matrix when seqlen_q != seqlen_k, as in flash_attn 2.1+.
     window_size: (left, right), -1 = unbounded: query i sees keys j with

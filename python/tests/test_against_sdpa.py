@@ -49,6 +49,30 @@ def test_matches_sdpa_accuracy(device, dtype, seqlen_q, seqlen_k, nheads, nheads
         reference.assert_accurate(f"{name} vs sdpa", got, want, theirs, 2.0)
 
 
+@pytest.mark.parametrize("seqlen_q,seqlen_k,nheads,nheads_k,causal", [
+    (77, 200, 8, 2, True),
+    (200, 200, 4, 1, False),
+])
+def test_float32_on_the_cpu_matches_sdpa_accuracy(seqlen_q, seqlen_k, nheads, nheads_k, causal):
+    """float32 inputs run on the CPU backend (the CUDA backend takes fp16/bf16 only), held to the
+    same rule against float64 with torch's float32 SDPA as the plain implementation."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, s, h, 64, generator=gen).requires_grad_()
+               for s, h in ((seqlen_q, nheads), (seqlen_k, nheads_k), (seqlen_k, nheads_k)))
+    dout = torch.randn(2, seqlen_q, nheads, 64, generator=gen)
+    out = flash_attn_func(q, k, v, causal=causal)
+    assert out.dtype == torch.float32
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    out_sdpa = sdpa(q, k, v, causal)
+    grads_sdpa = torch.autograd.grad(out_sdpa, (q, k, v), dout)
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out64, _ = reference.attention(*leaves64, causal=causal)
+    grads64 = torch.autograd.grad(out64, leaves64, dout.double())
+    reference.assert_accurate("out vs sdpa", out, out64, out_sdpa, 2.0)
+    for name, got, want, theirs in zip(("dq", "dk", "dv"), grads, grads64, grads_sdpa):
+        reference.assert_accurate(f"{name} vs sdpa", got, want, theirs, 3.0)
+
+
 class Block(torch.nn.Module):
     """A pre-norm transformer block whose attention is `attention(q, k, v)` in flash_attn's layout."""
 

@@ -160,8 +160,8 @@ Status check_common(const Checker& c, const TensorView& q, const TensorView& k, 
     FLASHCORE_RETURN_IF_ERROR(c.check_layout("k", k, 4, kKDims));
     FLASHCORE_RETURN_IF_ERROR(c.check_layout("v", v, 4, kKDims));
   }
-  if (q.dtype != DType::kFloat16 && q.dtype != DType::kBFloat16) {
-    return c.fail("q", std::string("expected dtype float16 or bfloat16, got ") + dtype_name(q.dtype));
+  if (q.dtype != DType::kFloat16 && q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat32) {
+    return c.fail("q", std::string("expected dtype float16, bfloat16 or float32, got ") + dtype_name(q.dtype));
   }
   FLASHCORE_RETURN_IF_ERROR(c.check_like("k", k, q.dtype, q.device));
   FLASHCORE_RETURN_IF_ERROR(c.check_like("v", v, q.dtype, q.device));
@@ -253,6 +253,10 @@ Status check_common(const Checker& c, const TensorView& q, const TensorView& k, 
     default:
       return c.fail("kernels", "unknown kernel family value " + std::to_string(static_cast<int>(kernels)) +
                                    " (expected auto, sm80 or sm90)");
+  }
+  if (q.dtype == DType::kFloat32 && p->backend == Backend::kCuda) {
+    return c.fail("q", "float32 inputs run on the CPU backends only; the CUDA backend takes float16 or bfloat16 "
+                       "(convert q, k and v, or pass CPU tensors)");
   }
   p->kernels = kernels;
   return Status::Ok();

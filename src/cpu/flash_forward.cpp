@@ -11,13 +11,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
+#include "cpu/kernels/kernels.h"
 #include "cpu/key_range.h"
 #include "cpu/masked_products.h"
 #include "cpu/parallel_for.h"
@@ -42,29 +45,45 @@ struct ForwardScratch {
         row_max(kBlockM),
         row_sum(kBlockM),
         begin(kBlockM),
-        end(kBlockM) {}
+        end(kBlockM),
+        q16(kBlockM * (head_dim + head_dim % 2)),
+        k16((head_dim + 1) / 2 * kBlockN),
+        v16(kBlockN / 2 * head_dim),
+        p16(kBlockM * kBlockN) {}
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
-           sizeof(int64_t) * (begin.size() + end.size());
+           sizeof(int64_t) * (begin.size() + end.size()) + sizeof(std::uint16_t) * (q16.size() + p16.size()) +
+           sizeof(std::uint32_t) * (k16.size() + v16.size());
   }
-  std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale * log2(e)
+  std::vector<float> q;        // (kBlockM, head_dim), pre-scaled by softmax_scale
   std::vector<float> kt;       // (head_dim, kBlockN)
   std::vector<float> v;        // (kBlockN, head_dim)
-  std::vector<float> s;        // (kBlockM, kBlockN): scores in log2 units, then probabilities
+  std::vector<float> s;        // (kBlockM, kBlockN): scores, then probabilities
   std::vector<float> acc;      // (kBlockM, head_dim): unnormalised output
-  std::vector<float> row_max;  // (kBlockM): running max of each row's scores, log2 units
-  std::vector<float> row_sum;  // (kBlockM): running sum of exp2(score - row_max)
+  std::vector<float> row_max;  // (kBlockM): running max of each row's scores
+  std::vector<float> row_sum;  // (kBlockM): running sum of exp(score - row_max)
   std::vector<int64_t> begin;  // (kBlockM): the current key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
+  // bf16 inputs on a CPU with bf16 products (kernels.h: Bf16Kernels) use these instead of q, kt, v:
+  std::vector<std::uint16_t> q16;  // (kBlockM, head_dim rounded up to even): Q as stored, not scaled
+  std::vector<std::uint32_t> k16;  // (head_dim / 2, kBlockN) pairs: Kᵀ
+  std::vector<std::uint32_t> v16;  // (kBlockN / 2, head_dim) pairs: V
+  std::vector<std::uint16_t> p16;  // (kBlockM, kBlockN): P rounded to bf16, as the GPU kernels round it
 };
+
+// Rows of a bf16 view as raw 16-bit values.
+template <typename Element>
+const std::uint16_t* bits_of(const TensorView& t, int64_t i0, int64_t i1, int64_t i2) {
+  return reinterpret_cast<const std::uint16_t*>(row_ptr<const Element>(t, i0, i1, i2));
+}
 
 // Folds the score tile's rows into the running max and sum, turns the scores into probabilities
 // and rescales the accumulator rows whose max grew.
 void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_dim) {
+  const CpuKernels& kernels = cpu_kernels();
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = t.s.data() + r * kBlockN;
-    float block_max = kNegInf;
-    for (int64_t j = 0; j < cols; ++j) block_max = std::max(block_max, sr[j]);
+    const float block_max = kernels.max(sr, cols);
     // std::max skips a NaN score (NaN compares false), but then exp2(NaN - max) makes the sum NaN,
     // and so the row's output and LSE. Once row_max is NaN it stays so (std::max keeps its first
     // argument), and every later block's correction and probabilities are NaN too.
@@ -79,18 +98,11 @@ void online_softmax(ForwardScratch& t, int64_t rows, int64_t cols, int64_t head_
       std::fill(sr, sr + cols, 0.0f);
       continue;
     }
-    const float correction = std::exp2(t.row_max[r] - new_max);  // 0 on the row's first visible block
-    float sum = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) {
-      sr[j] = std::exp2(sr[j] - new_max);
-      sum += sr[j];
-    }
+    const float correction = std::exp2((t.row_max[r] - new_max) * kLog2e);  // 0 on the row's first visible block
+    const float sum = kernels.exp_sum(sr, cols, new_max);
     t.row_sum[r] = t.row_sum[r] * correction + sum;
     t.row_max[r] = new_max;
-    if (correction != 1.0f) {
-      float* ar = t.acc.data() + r * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) ar[d] *= correction;
-    }
+    if (correction != 1.0f) kernels.scale(t.acc.data() + r * head_dim, head_dim, correction);
   }
 }
 
@@ -104,11 +116,23 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const bool score_mod = p.has_score_mod();
   const ScoreMod mod(p, b, h);
 
-  // Scores in log2 units: exp2(x - max) then costs one subtraction per score. With softcap or
-  // ALiBi the products stay raw and the score options turn them into log2 units.
-  load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
-  const float q_scale = score_mod ? 1.0f : p.softmax_scale * kLog2e;
-  for (int64_t e = 0; e < rows * head_dim; ++e) t.q[e] *= q_scale;
+  // Q pre-scaled, so a product is the score. The backward forms its scores the same way, so with
+  // one visible key its P = exp(score - LSE) is exactly 1. With softcap or ALiBi the products stay
+  // raw and the score options turn them into scores.
+  // bf16 on a CPU with bf16 products: tiles stay bf16 and the scores are scaled after the product.
+  const CpuKernels& kernels = cpu_kernels();
+  const Bf16Kernels* dp = nullptr;
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) dp = kernels.bf16;
+  const int64_t q16_ld = head_dim + head_dim % 2;
+  if (dp != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(t.q16.data() + r * q16_ld, bits_of<Element>(params.q, b, m0 + r, h), sizeof(std::uint16_t) * head_dim);
+      if (q16_ld != head_dim) t.q16[r * q16_ld + head_dim] = 0;
+    }
+  } else {
+    load_tile<Element>(params.q, b, h, m0, rows, t.q.data());
+    kernels.scale(t.q.data(), rows * head_dim, score_mod ? 1.0f : p.softmax_scale);
+  }
   std::fill(t.acc.begin(), t.acc.end(), 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kNegInf);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
@@ -118,16 +142,23 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const int64_t key_end = range.key_end(m0 + rows - 1);
   for (int64_t n0 = range.key_begin(m0) / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
-    load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
-    load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
-
     std::fill(t.s.begin(), t.s.end(), 0.0f);
-    gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    if (dp != nullptr) {
+      dp->pack_transposed(bits_of<Element>(params.k, b, n0, hk), params.k.stride[1], cols, head_dim, t.k16.data(),
+                          kBlockN);
+      dp->pack_rows(bits_of<Element>(params.v, b, n0, hk), params.v.stride[1], cols, head_dim, t.v16.data(), head_dim);
+      dp->gemm_acc(rows, cols, q16_ld / 2, t.q16.data(), q16_ld, t.k16.data(), kBlockN, t.s.data(), kBlockN);
+      if (!score_mod) kernels.scale(t.s.data(), rows * kBlockN, p.softmax_scale);
+    } else {
+      load_tile_transposed<Element>(params.k, b, hk, n0, cols, t.kt.data());
+      load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
+      gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    }
     if (score_mod) {
       for (int64_t r = 0; r < rows; ++r) {
         float dscore;
         float* sr = t.s.data() + r * kBlockN;
-        for (int64_t j = 0; j < cols; ++j) sr[j] = mod(sr[j], m0 + r, n0 + j, &dscore) * kLog2e;
+        for (int64_t j = 0; j < cols; ++j) sr[j] = mod(sr[j], m0 + r, n0 + j, &dscore);
       }
     }
     bool partly_masked = false;
@@ -140,9 +171,14 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
       std::fill(sr + t.end[r], sr + cols, kNegInf);
     }
     online_softmax(t, rows, cols, head_dim);
+    if (partly_masked && dp != nullptr) load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
     if (partly_masked && !all_finite(t.v.data(), cols * head_dim)) {
       gemm_nn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim,
                           t.begin.data(), t.end.data());
+    } else if (dp != nullptr) {  // P's columns past cols are 0, and so are V's padding rows
+      dp->round(t.s.data(), rows * kBlockN, t.p16.data());
+      dp->gemm_acc(rows, head_dim, (cols + 1) / 2, t.p16.data(), kBlockN, t.v16.data(), head_dim, t.acc.data(),
+                   head_dim);
     } else {
       gemm_nn_acc(rows, head_dim, cols, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim);
     }
@@ -151,7 +187,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   for (int64_t r = 0; r < rows; ++r) {
     Element* out = row_ptr<Element>(params.out, b, m0 + r, h);
     float out_scale = 1.0f / t.row_sum[r];  // NaN when the row met a NaN or +inf score
-    float lse = (t.row_max[r] + std::log2(t.row_sum[r])) * kLn2;
+    float lse = t.row_max[r] + std::log(t.row_sum[r]);
     if (range.sees_none(m0 + r)) {  // FlashAttention's convention for a row that sees no key
       out_scale = 0.0f;
       lse = kNegInf;

@@ -1,6 +1,6 @@
 // Tile sizes and tile loads shared by the CPU flash forward and backward. Tiles are contiguous
-// row-major float32 buffers, converted from the strided fp16/bf16 views once per tile, so the
-// arithmetic in tile_gemm.h runs over unit-stride float arrays the compiler can vectorise.
+// row-major float32 buffers, converted from the strided fp16/bf16/fp32 views once per tile, so the
+// arithmetic in tile_gemm.h runs over unit-stride float arrays.
 #pragma once
 
 #include <algorithm>
@@ -12,11 +12,14 @@
 
 namespace flashcore::cpu {
 
-// 64 x 64 tiles: a score tile is 16 KiB and a (64, head_dim <= 256) operand tile at most 64 KiB,
-// so one worker's tiles stay in L2 while the query block sweeps the keys. Larger query blocks
-// would convert K and V fewer times but leave fewer tasks to balance over threads at short seqlens.
-inline constexpr std::int64_t kBlockM = 64;  // query rows per tile
-inline constexpr std::int64_t kBlockN = 64;  // key rows per tile
+// 256-row query blocks against 128-key blocks: a score tile is 128 KiB and a (256, head_dim <= 256)
+// operand tile at most 256 KiB; at head_dim 128 one worker's tiles (~1 MiB in the backward) stay
+// about in a Zen 4 core's 1 MiB L2. Each converted (and, for K, transposed) key tile then serves
+// 256 query rows: the forward was ~15% conversions at 64 x 64 tiles, and 256 rows gave another
+// 5-10% over 128 in fp32 (docs/tuning/cpu.md). Fewer, longer tasks balance worse at short seqlens,
+// which the 2-core target does not feel.
+inline constexpr std::int64_t kBlockM = 256;  // query rows per tile
+inline constexpr std::int64_t kBlockN = 128; // key rows per tile
 
 inline constexpr float kLn2 = 0.6931471805599453f;
 
@@ -36,11 +39,8 @@ void load_tile(const TensorView& t, std::int64_t b, std::int64_t head, std::int6
 template <typename Element>
 void load_tile_transposed(const TensorView& t, std::int64_t b, std::int64_t head, std::int64_t row0, std::int64_t rows,
                           float* tile) {
-  const std::int64_t head_dim = t.shape[3];
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const Element* src = row_ptr<const Element>(t, b, row0 + r, head);
-    for (std::int64_t d = 0; d < head_dim; ++d) tile[d * kBlockN + r] = static_cast<float>(src[d]);
-  }
+  cpu_kernels().to_float_transposed(dtype_of<Element>(), row_ptr<const Element>(t, b, row0, head), t.stride[1], rows,
+                                    t.shape[3], tile, kBlockN);
 }
 
 // Whether every one of the n floats is finite, from their exponent bits: an integer reduction the

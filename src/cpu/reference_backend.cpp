@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -56,7 +57,13 @@ void scatter(const std::vector<double>& values, const TensorView& t) {
       for (int64_t i1 = 0; i1 < t.shape[1]; ++i1)
         for (int64_t i2 = 0; i2 < t.shape[2]; ++i2) {
           Element* row = row_ptr<Element>(t, i0, i1, i2);
-          for (int64_t d = 0; d < t.shape[3]; ++d) row[d] = static_cast<Element>(round_to_odd_float(*src++));
+          for (int64_t d = 0; d < t.shape[3]; ++d) {
+            if constexpr (std::is_same_v<Element, float>) {
+              row[d] = static_cast<float>(*src++);  // one rounding, to nearest
+            } else {
+              row[d] = static_cast<Element>(round_to_odd_float(*src++));
+            }
+          }
         }
   });
 }

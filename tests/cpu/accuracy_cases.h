@@ -35,6 +35,7 @@ inline const std::vector<AccuracyCase>& accuracy_cases() {
       {"seqlen2_packed", {1, 2, 2, 2, 2, 32, false}, Layout::kPackedQkv},
       {"seqlen17_causal_d40", {2, 17, 17, 3, 3, 40, true}, Layout::kPadded},
       {"seqlen127_d96", {1, 127, 127, 2, 2, 96, false}, Layout::kContiguous},
+      {"seqlen77_odd_d33", {1, 77, 77, 2, 2, 33, false}, Layout::kPadded},
       {"seqlen127_causal_packed_d128", {1, 127, 127, 2, 2, 128, true}, Layout::kPackedQkv},
       {"seqlen1000", {1, 1000, 1000, 2, 2, 64, false}, Layout::kContiguous},
       {"seqlen1000_causal_d128", {1, 1000, 1000, 1, 1, 128, true}, Layout::kPadded},
@@ -64,13 +65,14 @@ inline void PrintTo(const AccuracyCase& c, std::ostream* os) {
 using AccuracyParam = std::tuple<AccuracyCase, DType>;
 
 inline std::string accuracy_param_name(const ::testing::TestParamInfo<AccuracyParam>& info) {
+  const DType dtype = std::get<1>(info.param);
   return std::string(std::get<0>(info.param).name) + "_" +
-         (std::get<1>(info.param) == DType::kFloat16 ? "fp16" : "bf16");
+         (dtype == DType::kFloat16 ? "fp16" : dtype == DType::kBFloat16 ? "bf16" : "fp32");
 }
 
 inline auto accuracy_params() {
   return ::testing::Combine(::testing::ValuesIn(accuracy_cases()),
-                            ::testing::Values(DType::kFloat16, DType::kBFloat16));
+                            ::testing::Values(DType::kFloat16, DType::kBFloat16, DType::kFloat32));
 }
 
 // A seed fixed per case, so a failure reproduces.

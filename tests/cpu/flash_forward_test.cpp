@@ -49,7 +49,7 @@ TEST(FlashForwardRowsWithoutKeys, GiveZeroOutputAndMinusInfinityLse) {
   for (const AccuracyCase& c : accuracy_cases()) {
     if (!row_sees_no_key(c.shape, 0)) continue;
     ++cases_with_empty_rows;
-    for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
       AttentionTensors t(c.shape, dtype, c.layout, case_seed({c, dtype}));
       const Status status = forward(t.forward_params(Backend::kCpu));
       ASSERT_TRUE(status.ok()) << status.message();

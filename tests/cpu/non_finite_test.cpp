@@ -18,9 +18,12 @@ void run_cpu(AttentionTensors& t) {
 
 INSTANTIATE_TEST_SUITE_P(Cpu, NonFinite,
                          ::testing::Values(NonFiniteParam{"cpu", DType::kFloat16, run_cpu},
-                                           NonFiniteParam{"cpu", DType::kBFloat16, run_cpu}),
+                                           NonFiniteParam{"cpu", DType::kBFloat16, run_cpu},
+                                           NonFiniteParam{"cpu", DType::kFloat32, run_cpu}),
                          [](const ::testing::TestParamInfo<NonFiniteParam>& param) {
-                           return std::string(param.param.dtype == DType::kFloat16 ? "fp16" : "bf16");
+                           return std::string(param.param.dtype == DType::kFloat16    ? "fp16"
+                                              : param.param.dtype == DType::kBFloat16 ? "bf16"
+                                                                                      : "fp32");
                          });
 
 }  // namespace

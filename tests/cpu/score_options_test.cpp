@@ -65,7 +65,9 @@ using OptionParam = std::tuple<OptionCase, DType>;
 void PrintTo(const OptionCase& c, std::ostream* os) { *os << c.name << " (" << shape_name(c.shape) << ")"; }
 
 std::string param_name(const ::testing::TestParamInfo<OptionParam>& info) {
-  return std::string(std::get<0>(info.param).name) + (std::get<1>(info.param) == DType::kFloat16 ? "_fp16" : "_bf16");
+  const DType dtype = std::get<1>(info.param);
+  return std::string(std::get<0>(info.param).name) +
+         (dtype == DType::kFloat16 ? "_fp16" : dtype == DType::kBFloat16 ? "_bf16" : "_fp32");
 }
 
 std::uint64_t seed_of(const OptionParam& p) {
@@ -130,7 +132,8 @@ TEST_P(ScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) 
 
 INSTANTIATE_TEST_SUITE_P(Cases, ScoreOptions,
                          ::testing::Combine(::testing::ValuesIn(option_cases()),
-                                            ::testing::Values(DType::kFloat16, DType::kBFloat16)),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16,
+                                                              DType::kFloat32)),
                          param_name);
 
 // ---- the reference against hand-worked cases ----

@@ -29,12 +29,21 @@ TEST(Scratch, ForwardIsTilesPerWorkerWhateverTheSeqlen) {
   EXPECT_LT(at_4k, std::size_t{4} << 20);  // a few (64, 128) float tiles per worker
 }
 
+// Two passes (more workers than (batch, kv head) pairs): the per-row deltas grow with seqlen.
 TEST(Scratch, BackwardGrowsLinearlyWithSeqlen) {
-  const std::size_t at_4k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(4096), 4);
-  const std::size_t at_8k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(8192), 4);
-  const std::size_t at_16k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(16384), 4);
+  const std::size_t at_4k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(4096), 8);
+  const std::size_t at_8k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(8192), 8);
+  const std::size_t at_16k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(16384), 8);
   EXPECT_EQ(at_16k - at_8k, 2 * (at_8k - at_4k));  // linear: the per-row deltas
   EXPECT_EQ(at_8k - at_4k, sizeof(float) * 2 * 8 * 4096);
+}
+
+// One pass (a (batch, kv head) pair per worker): each worker also keeps float dQ accumulators for
+// its pair's query heads, (heads_q / heads_kv, seqlen_q, head_dim): still linear in seqlen.
+TEST(Scratch, OnePassBackwardAddsDqAccumulatorsPerWorker) {
+  const std::size_t at_4k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(4096), 4);
+  const std::size_t at_8k = cpu::flash_backward_scratch_bytes(problem_with_seqlen(8192), 4);
+  EXPECT_EQ(at_8k - at_4k, sizeof(float) * 2 * 8 * 4096 + 4 * sizeof(float) * 4 * 4096 * 128);
 }
 
 }  // namespace

@@ -76,11 +76,16 @@ const std::vector<BadForward>& bad_forward_inputs() {
       {"out dtype mismatch",
        [](ForwardParams& p) { p.out.dtype = DType::kFloat32; },
        {": out: ", "expected dtype float16"}},
-      {"q float32",
+      {"q float32 on CUDA",
        [](ForwardParams& p) {
-         for (TensorView* t : {&p.q, &p.k, &p.v, &p.out}) t->dtype = DType::kFloat32;
+         for (TensorView* t : {&p.q, &p.k, &p.v, &p.out}) {
+           t->dtype = DType::kFloat32;
+           t->device = Device::kCUDA;
+         }
+         p.lse.device = Device::kCUDA;
+         p.backend = Backend::kAuto;
        },
-       {": q: ", "expected dtype float16 or bfloat16, got float32"}},
+       {": q: ", "float32 inputs run on the CPU backends only"}},
       {"q last dim not contiguous",
        [](ForwardParams& p) { p.q.stride[3] = 2; },
        {": q: ", "last dimension must be contiguous"}},
