@@ -4,7 +4,7 @@
 // stages each of K and V (kBlockN x d), 16-bit; 64 K registers for 128 producer threads and 128
 // per consumer warpgroup (setmaxnreg 24/240 with two consumer warpgroups, 32/160 with three).
 // A consumer thread holds S (kBlockN/2 floats), P (kBlockN/4 registers) and O (d/2 floats).
-// Measured choices: docs/tuning/forward_sm90.md (H100, bf16, 16k tokens; "v3 variants").
+// Measured choices: docs/tuning/forward_sm90.md (H100, 16k tokens; "v3 variants", v6).
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -34,14 +34,15 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   tensor cores here, so more warpgroups to hide it under: +10-20 % over 128 x 128 from 2k
   //   keys up (455 -> 545 TFLOP/s at 16k), a little slower at 512-1k. Two Q buffers (there is
   //   room): the next tile's Q arrives during this one. Causal: zig-zag persistent up to 64
-  //   m_blocks (with one Q buffer it measured even with one tile per CTA; the second buffer
-  //   takes the Q latency off every tile boundary).
+  //   m_blocks (with one Q buffer it measured even with one tile per CTA; with two, and the grid
+  //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
+  //   pair their middle blocks across heads).
   if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
   // d <= 128, non-causal: 128 x 176 (FA3's tile; extended wgmma N). 32 + 2 x (44 + 44) = 208 KB;
-  //   S 88 + P 44 + O 64 registers. +2-10 % over 128 x 128 (for short key ranges, kShortKeys).
+  //   S 88 + P 44 + O 64 registers. +2-10 % over 128 x 128 at 8k-16k keys (up to 4k, kShortKeys).
   // d <= 128, causal: 128 x 128 with 3 stages (32 + 3 x 64 = 224 KB): one tile per CTA, so the
   //   deeper pipeline covers each tile's start; +5-15 % at 512-2k keys, even at 16k.
   //   Causal scheduling: zig-zag persistent up to 64 m_blocks (8k keys): +7-14 % at 512-8k; at
@@ -52,8 +53,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   causal scheduling as d128/d256.
   if (head_dim <= 192) return {128, 96, 2, false, 64};
   // d <= 256: 128 x 80 (extended wgmma N). 64 + 2 x (40 + 40) = 224 KB, the smem limit; O alone
-  //   is 128 registers a thread. Ping-pong: +5-10 % at 1k-4k keys over one warpgroup at a time
-  //   (v3 variants), the O rescale under QK^T inside each turn.
+  //   is 128 registers a thread. Ping-pong, the O rescale under QK^T inside each turn: causal
+  //   +1-9 % at 1k-8k keys, non-causal even (-1 ... +6 %) against one warpgroup at a time.
   //   Causal: zig-zag persistent up to 64 m_blocks, +4-10 % at 1k-8k, a little behind at 16k.
   return {128, 80, 2, true, 64};
 }
@@ -61,7 +62,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
 // latency of one CTA is the latency of the call, so the shortest chain per CTA wins: one
 // consumer warpgroup, 64 rows (256 registers: S 64 + P 32 + O 32). d64 only (the small-shape
-// latency case, B=1 H=8 S=512: 64 CTAs instead of 24 of 192 rows).
+// latency case, B=1 H=8 S=512: 64 CTAs instead of 24 of 192 rows; CUDA-graph p50 14.6-16.5 ->
+// 10.6-11.1 us, cuDNN 11.8-12.0).
 constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
   if (head_dim <= 64) return {64, 128, 2, false};
   return {0, 0, 0, false};
@@ -70,6 +72,7 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // Key ranges up to kShortKeysMax. d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x
 // (32 + 32) = 192 KB): no ragged last key block at 2k/4k (176 leaves 3 % of a tile's keys
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
+// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
   if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
   return {0, 0, 0, false};
