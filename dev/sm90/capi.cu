@@ -15,7 +15,9 @@ static flashcore::Status dispatch_dim(int kernel_dim, const fc::FwdParams& p, cu
     case 128: return fc::sm90::run_fwd<Element, 128>(p, s);
 #ifndef FC_SM90_DIMS_64_128_256_ONLY  // a partial build for A/B runs
     case 96: return fc::sm90::run_fwd<Element, 96>(p, s);
+#ifndef FC_SM90_NO_DIM_192  // a build without the d192 TUs
     case 192: return fc::sm90::run_fwd<Element, 192>(p, s);
+#endif
 #endif
     case 256: return fc::sm90::run_fwd<Element, 256>(p, s);
   }

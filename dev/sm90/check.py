@@ -113,6 +113,14 @@ def cases(quick):
         for d in [x for x in (128, 256) if x in dims]:  # > 64 m_blocks: the one-tile-per-CTA causal path
             if not quick:
                 yield (1, 8300, 8300, 1, 1, d, True, dtype, "bshd")
+        if 64 in dims and not quick:
+            # Past the small-problem tile (B*H*ceil(Sq/64) > #SMs): several 192-row tiles per CTA
+            # (two Q buffers), ragged keys, the causal grid bottom-aligned (Sq % 192 != 0).
+            for causal in (False, True):
+                yield (4, 2000, 2100, 8, 2, 64, causal, dtype, "bshd")
+            yield (1, 12500, 12500, 1, 1, 64, True, dtype, "bshd")  # > 64 m_blocks: one tile per CTA, offset 172
+        if 128 in dims and not quick:
+            yield (3, 1100, 900, 8, 2, 128, False, dtype, "bshd")  # short-keys tile, 2 tiles per CTA
         if 72 in dims:
             yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
 

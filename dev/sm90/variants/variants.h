@@ -16,12 +16,13 @@ flashcore::Status run_variant_d64_3stage(const flashcore::cuda::FwdParams& p, cu
 flashcore::Status run_variant_zigzag_d64(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_zigzag_d128(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_zigzag_d256(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_d64_causal_onetile(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
 // 4: bf16 d128 128x128 with 3 K/V stages; 5: bf16 d64 128x128 with 3 K/V stages;
 // 6/7/8: bf16 d64/d128/d256 causal with the persistent zig-zag scheduler (main tiles), non-causal
-// as main. Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
+// as main; 9 (v6): bf16 d64 causal one tile per CTA on the v6 main tile. Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
 #ifdef FC_SM90_VARIANTS_1
@@ -38,6 +39,9 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 6: return run_variant_zigzag_d64(p, s);
     case 7: return run_variant_zigzag_d128(p, s);
     case 8: return run_variant_zigzag_d256(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_4
+    case 9: return run_variant_d64_causal_onetile(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

@@ -1,6 +1,6 @@
 // The forward epilogue: O (fp32 registers) -> 16-bit -> straight to global memory, each thread
-// storing its column pairs (4 bytes) of its rows, with rows past seqlen_q and columns past the
-// real head_dim left unwritten. The LSE rows go out the same way from the column-0 threads.
+// storing its column pairs (4 bytes) of its rows, with rows outside [0, seqlen_q) and columns past
+// the real head_dim left unwritten. The LSE rows go out the same way from the column-0 threads.
 //
 // No shared memory and no barrier: each consumer warpgroup finishes its tile on its own, and
 // Q's buffer can be refilled for the next tile as soon as the last QK^T has read it (the
@@ -40,10 +40,12 @@ struct FwdEpilogue {
 
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
                    tile.head * params.o_head_stride;
+    // Rows in the tensor's frame: the tile grid starts row_offset rows above it (causal).
+    const int row0 = tile.m_block * kBlockM - params.row_offset;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const int row = tile.m_block * kBlockM + get<0>(tOcO_rc(r, 0));
-      if (row >= params.seqlen_q) continue;
+      const int row = row0 + get<0>(tOcO_rc(r, 0));
+      if (row < 0 || row >= params.seqlen_q) continue;
       Element* out_row = out + row * params.o_row_stride;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(rO_rc); c += 2) {
@@ -60,8 +62,8 @@ struct FwdEpilogue {
       float* lse_out = params.lse + tile.batch * params.lse_batch_stride + tile.head * params.lse_head_stride;
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        const int row = tile.m_block * kBlockM + get<0>(tOcO_rc(r, 0));
-        if (row < params.seqlen_q) lse_out[row] = lse[r];
+        const int row = row0 + get<0>(tOcO_rc(r, 0));
+        if (row >= 0 && row < params.seqlen_q) lse_out[row] = lse[r];
       }
     }
   }

@@ -38,8 +38,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
-    cutlass::arch::ClusterTransactionBarrier::init(&shared.barrier_q, 1);
-    cutlass::arch::ClusterBarrier::init(&shared.barrier_q_empty, Traits::kConsumerThreads / 32);
+    for (int i = 0; i < Traits::kQStages; ++i) {
+      cutlass::arch::ClusterTransactionBarrier::init(&shared.barrier_q[i], 1);
+      cutlass::arch::ClusterBarrier::init(&shared.barrier_q_empty[i], Traits::kConsumerThreads / 32);
+    }
     Pipeline::init(shared.pipeline_k, Traits::kConsumerThreads / 32);
     Pipeline::init(shared.pipeline_v, Traits::kConsumerThreads / 32);
   }
@@ -59,14 +61,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - 128;
     typename Mainloop::State k_state, v_state;
-    uint32_t q_phase = 0;
+    int iteration = 0;
     typename Traits::TiledMmaPV mma_pv;
     Mainloop::mma_init(thread_idx);
-    for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), q_phase ^= 1) {
+    for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), ++iteration) {
       const FwdTile tile = scheduler.decode(t);
       cute::Tensor tOrO = cute::partition_fragment_C(mma_pv, cute::select<0, 1>(typename Traits::TileShapePV{}));
       float lse[Mainloop::kRows];
-      Mainloop::mma(params, shared, k_state, v_state, tile, q_phase, thread_idx, tOrO, lse);
+      Mainloop::mma(params, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
       Epilogue::store(params, tOrO, lse, tile, thread_idx);
     }
   }

@@ -26,8 +26,17 @@
 
 namespace flashcore::cuda::sm90 {
 
+// The three TMA descriptors of a call (Q, K, V^T). Each is a pure function of its base pointer,
+// shape and strides.
 template <class Traits>
-typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
+struct FwdTmaDescriptors {
+  typename Traits::TmaQ q;
+  typename Traits::TmaK k;
+  typename Traits::TmaV v;
+};
+
+template <class Traits>
+FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
@@ -48,9 +57,74 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{}),
-      shape_q,
-      shape_k,
-      shape_vt,
+  };
+}
+
+// The descriptors of this host thread's last few calls per kernel. Encoding one is a driver call
+// (cuTensorMapEncodeTiled) and the three were most of a small call's host time; a call with the
+// same pointers, sizes and strides as a recent one reuses them. The key holds everything a
+// descriptor is computed from, so a hit is bit for bit what encoding again would give, whatever
+// happened to the memory in between; per thread, so no lock.
+template <class Traits>
+class FwdTmaDescriptorCache {
+ public:
+  static FwdTmaDescriptors<Traits> const& get(const FwdParams& p) {
+    thread_local FwdTmaDescriptorCache cache;
+    const Key key = Key::of(p);
+    for (int i = 0; i < cache.used_; ++i) {
+      if (cache.entries_[i].key == key) return cache.entries_[i].descriptors;
+    }
+    Entry& e = cache.entries_[cache.next_];
+    e.key = key;
+    e.descriptors = make_fwd_tma_descriptors<Traits>(p);
+    cache.next_ = (cache.next_ + 1) % kEntries;
+    if (cache.used_ < kEntries) ++cache.used_;
+    return e.descriptors;
+  }
+
+ private:
+  struct Key {
+    const void* q;
+    const void* k;
+    const void* v;
+    int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    TensorStrides q_strides, k_strides, v_strides;
+
+    static Key of(const FwdParams& p) {
+      return {p.q,        p.k,        p.v,        p.device.ordinal, p.batch,     p.heads_q,   p.heads_kv,
+              p.seqlen_q, p.seqlen_k, p.head_dim, p.q_strides,      p.k_strides, p.v_strides};
+    }
+    static bool same(const TensorStrides& a, const TensorStrides& b) {
+      return a.batch == b.batch && a.row == b.row && a.head == b.head;
+    }
+    bool operator==(const Key& o) const {
+      return q == o.q && k == o.k && v == o.v && device == o.device && batch == o.batch && heads_q == o.heads_q &&
+             heads_kv == o.heads_kv && seqlen_q == o.seqlen_q && seqlen_k == o.seqlen_k && head_dim == o.head_dim &&
+             same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides);
+    }
+  };
+  struct Entry {
+    Key key;
+    FwdTmaDescriptors<Traits> descriptors;
+  };
+  static constexpr int kEntries = 4;
+  Entry entries_[kEntries];
+  int used_ = 0;
+  int next_ = 0;
+};
+
+template <class Traits>
+typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
+  using namespace cute;
+  constexpr int kBlockM = Traits::kBlockM;
+  FwdTmaDescriptors<Traits> const& tma = FwdTmaDescriptorCache<Traits>::get(p);
+  return {
+      tma.q,
+      tma.k,
+      tma.v,
+      make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch),
+      make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch),
+      make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch),
       p.out,
       p.o_strides.batch,
       p.o_strides.row,
@@ -65,6 +139,7 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.batch,
       p.group_size,
       (p.seqlen_q + kBlockM - 1) / kBlockM,
+      Traits::kIsCausal ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
       p.softmax_scale,
       p.scale_log2,
   };
@@ -77,14 +152,19 @@ template <class Traits, bool kPersistent = !Traits::kIsCausal,
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   auto kernel = &fwd_kernel<Traits, Scheduler>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  // The smem opt-in is per device; set it once per device rather than on every call (it is a
-  // driver round trip that shows in small-shape latency).
+  // The smem opt-in is per device and kernel; set it once per device rather than on every call
+  // (a driver round trip that shows in small-shape latency). The flag records which kernel it
+  // was set for: this static belongs to one template instantiation, and the dynamic linker
+  // unifies such statics across shared libraries (STB_GNU_UNIQUE), so a second library holding
+  // the same instantiation (a second copy of flashcore in the process) shares the flag but not
+  // the kernel; it then sets its own once more instead of launching without the opt-in.
+  constexpr int kTrackedDevices = 64;  // devices past these set the attribute on every call
+  static std::atomic<const void*> smem_configured[kTrackedDevices] = {};
   const int device = p.device.ordinal;
-  static std::atomic<uint64_t> smem_configured{0};  // bit i: device i done (devices >= 64 always set)
-  const uint64_t bit = device < 64 ? (uint64_t{1} << device) : 0;
-  if (bit == 0 || !(smem_configured.load(std::memory_order_relaxed) & bit)) {
+  const void* const kernel_id = reinterpret_cast<const void*>(kernel);
+  if (device < 0 || device >= kTrackedDevices || smem_configured[device].load(std::memory_order_acquire) != kernel_id) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    smem_configured.fetch_or(bit, std::memory_order_relaxed);
+    if (device >= 0 && device < kTrackedDevices) smem_configured[device].store(kernel_id, std::memory_order_release);
   }
 
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
@@ -94,21 +174,44 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
 }
 
-template <typename Element, int kHeadDim, bool kIsCausal>
+template <typename Element, int kHeadDim, bool kIsCausal, FwdTileKind kKind = FwdTileKind::kMain>
 using FwdTraitsFor =
-    FwdTraits<Element, kHeadDim, fwd_tile_size(kHeadDim, kIsCausal).block_m, fwd_tile_size(kHeadDim, kIsCausal).block_n,
-              fwd_tile_size(kHeadDim, kIsCausal).stages, kIsCausal, fwd_tile_size(kHeadDim, kIsCausal).ping_pong>;
+    FwdTraits<Element, kHeadDim, fwd_tile_size(kKind, kHeadDim, kIsCausal).block_m,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).block_n, fwd_tile_size(kKind, kHeadDim, kIsCausal).stages,
+              kIsCausal, fwd_tile_size(kKind, kHeadDim, kIsCausal).ping_pong,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).q_stages>;
+
+// The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
+// all fit in one wave, the small-problem tile; for few keys, the short-keys tile.
+template <typename Element, int kHeadDim, bool kIsCausal>
+Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
+  constexpr int kSmallBlockM = fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m;
+  if constexpr (kSmallBlockM > 0) {
+    const long tiles = long(params.batch) * params.heads_q * ((params.seqlen_q + kSmallBlockM - 1) / kSmallBlockM);
+    if (tiles <= params.device.sm_count) {
+      return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kSmallProblem>>(params, stream);
+    }
+  }
+  if constexpr (fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
+    if (params.seqlen_k <= kShortKeysMax) {
+      return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
+    }
+  }
+  using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal>;
+  if constexpr (kIsCausal) {
+    constexpr int kZigZagMaxMBlocks = fwd_tile_size(kHeadDim, true).zigzag_max_m_blocks;
+    if constexpr (kZigZagMaxMBlocks > 0) {
+      const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+      if (num_m_blocks <= kZigZagMaxMBlocks) return launch_fwd<Traits, true, FwdZigZagScheduler>(params, stream);
+    }
+  }
+  return launch_fwd<Traits>(params, stream);
+}
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
-  if (!params.causal) return launch_fwd<FwdTraitsFor<Element, kHeadDim, false>>(params, stream);
-  using Causal = FwdTraitsFor<Element, kHeadDim, true>;
-  constexpr int kZigZagMaxMBlocks = fwd_tile_size(kHeadDim, true).zigzag_max_m_blocks;
-  if constexpr (kZigZagMaxMBlocks > 0) {
-    const int num_m_blocks = (params.seqlen_q + Causal::kBlockM - 1) / Causal::kBlockM;
-    if (num_m_blocks <= kZigZagMaxMBlocks) return launch_fwd<Causal, true, FwdZigZagScheduler>(params, stream);
-  }
-  return launch_fwd<Causal>(params, stream);
+  return params.causal ? run_fwd_for_shape<Element, kHeadDim, true>(params, stream)
+                       : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -57,31 +57,45 @@ struct FwdMainloop {
     }
   }
 
+  // Rows are counted in the tile grid's frame, row_offset rows above the real first query (see
+  // Params::row_offset): a mask over seqlen_q + row_offset rows has the same bottom-right diagonal.
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
-    return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
+    return AttentionMask{params.seqlen_q + params.row_offset, params.seqlen_k, Traits::kIsCausal};
   }
 
-  // Producer: `iteration` counts the tiles this CTA has loaded before (the phase of
-  // barrier_q_empty).
+  // Which Q buffer and mbarrier parity the CTA's `iteration`-th tile uses.
+  __forceinline__ __device__ static int q_stage(int iteration) { return iteration % Traits::kQStages; }
+  __forceinline__ __device__ static uint32_t q_phase(int iteration) { return (iteration / Traits::kQStages) & 1; }
+  __forceinline__ __device__ static Element* q_buffer(SharedStorage& shared, int iteration) {
+    return shared.q.data() + q_stage(iteration) * cute::cosize_v<typename Traits::SmemLayoutQ>;
+  }
+
+  // Producer: `iteration` counts the tiles this CTA has loaded before (which Q buffer, and the
+  // phase of its barriers).
   __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, State& k_state,
                                               State& v_state, FwdTile const& tile, int iteration) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
     Pipeline pipeline_v{shared.pipeline_v};
-    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});    // (M, d)
+    Tensor sQ = make_tensor(make_smem_ptr(q_buffer(shared, iteration)), typename Traits::SmemLayoutQ{});  // (M, d)
     Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});    // (N, d, stage)
     Tensor sVt = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutVt{});  // (d, N, stage)
 
     const int kv_head = tile.head / params.group_size;
-    Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, tile.batch);  // (seqlen_q, d)
+    // Q rows in the tile grid's frame: the first row_offset rows lie above the tensor (negative
+    // TMA coordinates), which TMA zero-fills like any out-of-bounds row.
+    Tensor mQ = domain_offset(make_coord(-params.row_offset, _0{}),
+                              params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, tile.batch));  // (seqlen_q, d)
     Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, kv_head, tile.batch);    // (seqlen_k, d)
     Tensor mVt = params.tma_v.get_tma_tensor(params.shape_vt)(_, _, kv_head, tile.batch);  // (d, seqlen_k)
     Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tile.m_block, _0{}));  // (M, d)
     Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (N, d, n)
     Tensor gVt = local_tile(mVt, Shape<Int<kHeadDim>, Int<kBlockN>>{}, make_coord(_0{}, _));  // (d, N, n)
 
-    auto [tQgQ, tQsQ] = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                      group_modes<0, 2>(gQ));  // (TMA), (TMA)
+    auto tma_q_parts = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                     group_modes<0, 2>(gQ));
+    Tensor tQgQ = get<0>(tma_q_parts);  // (TMA)
+    Tensor tQsQ = get<1>(tma_q_parts);  // (TMA)
     auto tma_k_parts = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
                                      group_modes<0, 2>(gK));
     auto tma_v_parts = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sVt),
@@ -102,12 +116,22 @@ struct FwdMainloop {
       v_state.advance();
     };
 
+    // A Q buffer is free once every consumer warp has finished the last QK^T of the tile that used
+    // it before. One buffer: that is the previous tile, so its first K goes out before the wait.
+    // Two buffers: the tile before that, long done, so Q goes out first, as soon as the producer
+    // has issued the previous tile's last V, well before the consumers reach this tile.
+    const int stage = q_stage(iteration);
+    auto load_q = [&]() {
+      if (iteration >= Traits::kQStages) {
+        cutlass::arch::ClusterBarrier::wait(&shared.barrier_q_empty[stage], q_phase(iteration) ^ 1);
+      }
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q[stage], Traits::kBytesQ);
+      copy(params.tma_q.with(shared.barrier_q[stage]), tQgQ, tQsQ);
+    };
     const int n_end = mask_of(params).n_block_end(tile.m_block, kBlockM, kBlockN);
+    if constexpr (Traits::kQStages > 1) load_q();
     if (n_end > 0) load_k(n_end - 1);
-    // Q's buffer is free once every consumer warp has finished the previous tile's last QK^T.
-    if (iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_q_empty, (iteration - 1) & 1);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q, Traits::kBytesQ);
-    copy(params.tma_q.with(shared.barrier_q), tQgQ, tQsQ);
+    if constexpr (Traits::kQStages == 1) load_q();
     for (int n = n_end - 1; n > 0; --n) {
       load_k(n - 1);
       load_v(n);
@@ -118,12 +142,12 @@ struct FwdMainloop {
   // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.
   template <class FragO>
   __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, State& k_state,
-                                             State& v_state, FwdTile const& tile, uint32_t q_phase,
+                                             State& v_state, FwdTile const& tile, int iteration,
                                              int thread_idx, FragO& tOrO, float (&lse)[kRows]) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
     Pipeline pipeline_v{shared.pipeline_v};
-    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});    // (M, d)
+    Tensor sQ = make_tensor(make_smem_ptr(q_buffer(shared, iteration)), typename Traits::SmemLayoutQ{});  // (M, d)
     Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});    // (N, d, stage)
     Tensor sVt = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutVt{});  // (d, N, stage)
 
@@ -142,7 +166,7 @@ struct FwdMainloop {
     const AttentionMask mask = mask_of(params);
     const int n_end = mask.n_block_end(tile.m_block, kBlockM, kBlockN);
     const int n_unmasked = mask.n_block_unmasked(tile.m_block, kBlockM, kBlockN);
-    const int row0 = tile.m_block * kBlockM;
+    const int row0 = tile.m_block * kBlockM;  // in the mask's (row_offset-shifted) frame
     Softmax softmax;
     float correction[kRows];
     const int wg = thread_idx / 128;
@@ -150,11 +174,13 @@ struct FwdMainloop {
     // After the QK^T of key block 0 (the last one to read Q) has completed: Q's buffer may be
     // refilled with the next tile's Q.
     auto release_q = [&]() {
-      if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty);
+      if (cutlass::canonical_lane_idx() == 0) {
+        cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty[q_stage(iteration)]);
+      }
     };
 
     clear(tOrO);
-    cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_q, q_phase);
+    cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_q[q_stage(iteration)], q_phase(iteration));
     if (n_end <= 0) release_q();
     if (n_end > 0) {
       // First block: S = Q K^T, softmax, nothing to accumulate yet.

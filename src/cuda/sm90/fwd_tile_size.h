@@ -4,33 +4,45 @@
 // stages each of K and V (kBlockN x d), 16-bit; 64 K registers for 128 producer threads and 128
 // per consumer warpgroup (setmaxnreg 24/240 with two consumer warpgroups, 32/160 with three).
 // A consumer thread holds S (kBlockN/2 floats), P (kBlockN/4 registers) and O (d/2 floats).
-// Measured choices: docs/tuning/forward_sm90.md (H100, bf16, 16k tokens; "v3 variants").
+// Measured choices: docs/tuning/forward_sm90.md (H100, 16k tokens; "v3 variants", v6).
 #pragma once
 
 namespace flashcore::cuda::sm90 {
 
 struct FwdTileSize {
-  int block_m;     // query rows per CTA: 64 per consumer warpgroup
+  int block_m;     // query rows per CTA: 64 per consumer warpgroup (0: no such tile)
   int block_n;     // keys per pipeline stage (the N of the QK^T wgmma)
   int stages;      // K and V pipeline depth
   bool ping_pong;  // consumer warpgroups take turns issuing their GEMMs (named barriers)
   // Causal only: up to this many m_blocks per head, a persistent grid walks zig-zag pairs of
   // m_blocks (tile_scheduler.h's FwdZigZagScheduler); above it, one tile per CTA. 0: never.
   int zigzag_max_m_blocks = 0;
+  // Q buffers (1 or 2): with 2, a persistent CTA loads the next tile's Q during the current tile.
+  int q_stages = 1;
 };
 
-constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) {
+// Which table: the main one, the one for problems too small to fill the GPU with it, the one for
+// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks).
+enum class FwdTileKind { kMain, kSmallProblem, kShortKeys };
+
+// kShortKeys serves seqlen_k up to this.
+constexpr int kShortKeysMax = 4096;
+
+constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   // d <= 64: 192 x 128, three consumer warpgroups (160 registers: S 64 + P 32 + O 32), ping-pong
-  //   among them. Q 24 KB + 2 x (K 16 + V 16) = 88 KB. The exponential costs as much as the
+  //   among them. 2 x Q 24 KB + 2 x (K 16 + V 16) = 112 KB. The exponential costs as much as the
   //   tensor cores here, so more warpgroups to hide it under: +10-20 % over 128 x 128 from 2k
-  //   keys up (455 -> 545 TFLOP/s at 16k), a little slower at 512-1k. Causal: one tile per CTA
-  //   (the zig-zag scheduler measured even: better at 1k and 4k, worse at 512).
-  if (head_dim <= 64) return {192, 128, 2, true};
+  //   keys up (455 -> 545 TFLOP/s at 16k), a little slower at 512-1k. Two Q buffers (there is
+  //   room): the next tile's Q arrives during this one. Causal: zig-zag persistent up to 64
+  //   m_blocks (with one Q buffer it measured even with one tile per CTA; with two, and the grid
+  //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
+  //   pair their middle blocks across heads).
+  if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
   // d <= 128, non-causal: 128 x 176 (FA3's tile; extended wgmma N). 32 + 2 x (44 + 44) = 208 KB;
-  //   S 88 + P 44 + O 64 registers. +2-10 % over 128 x 128.
+  //   S 88 + P 44 + O 64 registers. +2-10 % over 128 x 128 at 8k-16k keys (up to 4k, kShortKeys).
   // d <= 128, causal: 128 x 128 with 3 stages (32 + 3 x 64 = 224 KB): one tile per CTA, so the
   //   deeper pipeline covers each tile's start; +5-15 % at 512-2k keys, even at 16k.
   //   Causal scheduling: zig-zag persistent up to 64 m_blocks (8k keys): +7-14 % at 512-8k; at
@@ -41,10 +53,36 @@ constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) {
   //   causal scheduling as d128/d256.
   if (head_dim <= 192) return {128, 96, 2, false, 64};
   // d <= 256: 128 x 80 (extended wgmma N). 64 + 2 x (40 + 40) = 224 KB, the smem limit; O alone
-  //   is 128 registers a thread. No ping-pong (measured equal at 2k-16k, slower at 512; FA3 agrees):
-  //   the exponential is a quarter of the tensor time, and O is rescaled under QK^T instead.
+  //   is 128 registers a thread. Ping-pong, the O rescale under QK^T inside each turn: causal
+  //   +1-9 % at 1k-8k keys, non-causal even (-1 ... +6 %) against one warpgroup at a time.
   //   Causal: zig-zag persistent up to 64 m_blocks, +4-10 % at 1k-8k, a little behind at 16k.
-  return {128, 80, 2, false, 64};
+  return {128, 80, 2, true, 64};
 }
+
+// Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
+// latency of one CTA is the latency of the call, so the shortest chain per CTA wins: one
+// consumer warpgroup, 64 rows (256 registers: S 64 + P 32 + O 32). d64 only (the small-shape
+// latency case, B=1 H=8 S=512: 64 CTAs instead of 24 of 192 rows; CUDA-graph p50 14.6-16.5 ->
+// 10.6-11.1 us, cuDNN 11.8-12.0).
+constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
+  if (head_dim <= 64) return {64, 128, 2, false};
+  return {0, 0, 0, false};
+}
+
+// Key ranges up to kShortKeysMax. d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x
+// (32 + 32) = 192 KB): no ragged last key block at 2k/4k (176 leaves 3 % of a tile's keys
+// empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
+// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
+constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
+  return {0, 0, 0, false};
+}
+
+constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
+  return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
+         : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
+                                            : fwd_tile_size_main(head_dim, causal);
+}
+constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }
 
 }  // namespace flashcore::cuda::sm90

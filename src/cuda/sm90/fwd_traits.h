@@ -21,7 +21,7 @@
 namespace flashcore::cuda::sm90 {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kPingPong_>
+          bool kPingPong_, int kQStages_ = 1>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -31,6 +31,10 @@ struct FwdTraits {
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
   static constexpr bool kPingPong = kPingPong_;
+  // Q buffers: 2 lets a persistent CTA load the next tile's Q while the current one still reads
+  // its own (the tile-boundary Q latency hidden), where shared memory has room for it.
+  static constexpr int kQStages = kQStages_;
+  static_assert(kQStages == 1 || kQStages == 2);
   // d > 128: O is large (d/2 registers a thread); rescale it while QK^T runs on the tensor cores
   // instead of after the softmax, where nothing else overlaps it.
   static constexpr bool kRescaleOBeforeGemm = kHeadDim > 128;
@@ -101,11 +105,11 @@ struct FwdTraits {
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ> * kQStages, 1024> q;  // kQStages x (M, d)
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
-    alignas(16) uint64_t barrier_q;  // Q of the current tile has landed
-    uint64_t barrier_q_empty;        // every consumer warp is done reading Q (one arrival each)
+    alignas(16) uint64_t barrier_q[kQStages];  // Q buffer i has landed
+    uint64_t barrier_q_empty[kQStages];        // every consumer warp is done reading Q buffer i (one arrival each)
     TmaPipelineStorage<kStages> pipeline_k;
     TmaPipelineStorage<kStages> pipeline_v;
   };
@@ -133,6 +137,10 @@ struct FwdTraits {
     int batch;
     int group_size;
     int num_m_blocks;
+    // Causal: the m_blocks are aligned to the bottom of the query range (rows shifted down by
+    // row_offset = num_m_blocks * kBlockM - seqlen_q), so the ragged tile is the shortest, top
+    // one instead of the longest; 0 when not causal.
+    int row_offset;
     float softmax_scale;
     float scale_log2;
   };

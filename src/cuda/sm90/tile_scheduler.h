@@ -11,7 +11,11 @@
 // FwdZigZagScheduler (causal, persistent): a work item is the pair of m_blocks (num_m-1-i, i) of
 // one head, whose causal costs add up to about the same for every i, so the static stride over
 // items balances without a counter; items are head-major, so the CTAs running together share a
-// few heads' K/V in L2. A tile is encoded as item * 2 + (0: the long m_block, 1: the short one).
+// few heads' K/V in L2. With an odd num_m the middle m_block of each head has no partner in its
+// head: the middle blocks of heads 2j and 2j+1 form one item instead (after all the pairs), so
+// every item costs about num_m + 1 key blocks (a half-cost item per head would land on the same
+// CTAs on every round whenever the items per head divide the grid: 11 m_blocks, 132 SMs).
+// A tile is encoded as item * 2 + (0: the first m_block of the item, 1: the second).
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -57,8 +61,11 @@ struct FwdZigZagScheduler {
   int heads;
   int batch;
 
-  __host__ __device__ int items_per_head() const { return (num_m_blocks + 1) / 2; }
-  __host__ __device__ int num_items() const { return items_per_head() * heads * batch; }
+  __host__ __device__ int pairs_per_head() const { return num_m_blocks / 2; }
+  __host__ __device__ int num_pair_items() const { return pairs_per_head() * heads * batch; }
+  // Items holding the middle m_blocks of two heads (odd num_m_blocks only).
+  __host__ __device__ int num_middle_items() const { return (num_m_blocks & 1) ? (heads * batch + 1) / 2 : 0; }
+  __host__ __device__ int num_items() const { return num_pair_items() + num_middle_items(); }
   __host__ int num_tiles() const { return num_items(); }  // what the grid is sized by
 
   __host__ static int grid_size(int num_items, int sm_count) { return num_items < sm_count ? num_items : sm_count; }
@@ -66,18 +73,24 @@ struct FwdZigZagScheduler {
   __device__ int first_tile() const { return int(blockIdx.x) * 2; }
   __device__ int next_tile(int tile) const {
     const int item = tile >> 1;
-    const int i = item % items_per_head();
-    const bool has_pair = num_m_blocks - 1 - i != i;
-    if ((tile & 1) == 0 && has_pair) return tile + 1;
+    // The second tile of an item exists except for the last middle item of an odd head count.
+    const bool has_second = item < num_pair_items() || 2 * (item - num_pair_items()) + 1 < heads * batch;
+    if ((tile & 1) == 0 && has_second) return tile + 1;
     return (item + int(gridDim.x)) * 2;
   }
   __device__ bool valid(int tile) const { return (tile >> 1) < num_items(); }
 
   __device__ FwdTile decode(int tile) const {
     const int item = tile >> 1;
-    const int i = item % items_per_head();
-    const int head_batch = item / items_per_head();
-    const int m = (tile & 1) ? i : num_m_blocks - 1 - i;
+    int m, head_batch;
+    if (item < num_pair_items()) {
+      const int i = item % pairs_per_head();
+      head_batch = item / pairs_per_head();
+      m = (tile & 1) ? i : num_m_blocks - 1 - i;
+    } else {
+      head_batch = 2 * (item - num_pair_items()) + (tile & 1);
+      m = num_m_blocks / 2;
+    }
     return {m, head_batch % heads, head_batch / heads};
   }
 };
