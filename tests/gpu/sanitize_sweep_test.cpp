@@ -98,8 +98,9 @@ void run_and_check(AttentionTensors& t, KernelFamily fwd_family, bool backward_p
   ASSERT_TRUE(detail::validate_backward(ref_params, &problem).ok());
   std::vector<double> ref_out, ref_lse;
   ASSERT_TRUE(cpu::reference_forward_f64(t.forward_params(Backend::kCpuReference), problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(reference_problem(problem), problem.dtype, t.q.values(),
-                                                t.k.values(), t.v.values());
+  std::vector<double> slopes;  // the ALiBi slopes reference_problem points to
+  const ReferenceProblem reference = reference_problem(problem, &slopes);
+  const BaselineForward base = baseline_forward(reference, problem.dtype, t.q.values(), t.k.values(), t.v.values());
   for (const Comparison& c :
        {compare_to_reference("out", t.dtype, 2.0, t.out.values(), base.out, ref_out),
         compare_to_reference("lse", DType::kFloat32, 2.0, t.lse.values(), base.lse, ref_lse)}) {
@@ -108,8 +109,8 @@ void run_and_check(AttentionTensors& t, KernelFamily fwd_family, bool backward_p
   if (!backward_pass) return;
   std::vector<double> ref_dq, ref_dk, ref_dv;
   ASSERT_TRUE(cpu::reference_backward_f64(ref_params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineBackward base_bwd = baseline_backward(reference_problem(problem), problem.dtype, t.q.values(),
-                                                      t.k.values(), t.v.values(), t.dout.values());
+  const BaselineBackward base_bwd = baseline_backward(reference, problem.dtype, t.q.values(), t.k.values(),
+                                                      t.v.values(), t.dout.values());
   for (const Comparison& c : {compare_to_reference("dq", t.dtype, 3.0, t.dq.values(), base_bwd.dq, ref_dq),
                               compare_to_reference("dk", t.dtype, 3.0, t.dk.values(), base_bwd.dk, ref_dk),
                               compare_to_reference("dv", t.dtype, 3.0, t.dv.values(), base_bwd.dv, ref_dv)}) {
