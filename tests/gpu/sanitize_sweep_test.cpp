@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -118,8 +119,29 @@ void run_and_check(AttentionTensors& t, KernelFamily fwd_family, bool backward_p
   }
 }
 
+// The sweep picks every family itself: FLASHCORE_KERNELS (which forces the family of kernels=auto
+// calls) is set to auto while it runs and restored after.
+class KernelsEnvironmentAuto {
+ public:
+  KernelsEnvironmentAuto() {
+    if (const char* value = std::getenv("FLASHCORE_KERNELS")) saved_ = value;
+    setenv("FLASHCORE_KERNELS", "auto", 1);
+  }
+  ~KernelsEnvironmentAuto() {
+    if (saved_.empty()) {
+      unsetenv("FLASHCORE_KERNELS");
+    } else {
+      setenv("FLASHCORE_KERNELS", saved_.c_str(), 1);
+    }
+  }
+
+ private:
+  std::string saved_;
+};
+
 TEST(CudaSanitizeSweep, EveryCompiledKernel) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const KernelsEnvironmentAuto kernels_auto;
   const cuda::CompiledKernels kernels = cuda::compiled_kernels();
   int forward_rows = 0, backward_rows = 0;
   for (std::size_t i = 0; i < kernels.forward_count; ++i) {
