@@ -50,34 +50,6 @@ bool same_view(const TensorView& a, const TensorView& b) {
   return true;
 }
 
-Status check_layout(const char* name, const TensorView& t, int rank, const char* dims) {
-  if (t.data == nullptr) return fail(name, std::string("is null (expected a tensor of shape ") + dims + ")");
-  if (t.rank != rank) {
-    return fail(name, "expected rank " + std::to_string(rank) + " " + dims + ", got rank " + std::to_string(t.rank));
-  }
-  std::int64_t max_offset = 0;
-  for (int i = 0; i < rank; ++i) {
-    if (t.shape[i] < 1) {
-      return fail(name, "dimension " + std::to_string(i) + " of " + dims + " must be at least 1, got shape " +
-                            shape_string(t));
-    }
-    if (t.stride[i] < 0) return fail(name, "stride " + std::to_string(i) + " is negative (" + std::to_string(t.stride[i]) + ")");
-    std::int64_t extent = 0;
-    if (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &extent) ||
-        __builtin_add_overflow(max_offset, extent, &max_offset)) {
-      return fail(name, "strides overflow a 64-bit element offset for shape " + shape_string(t));
-    }
-  }
-  std::int64_t max_bytes = 0;
-  if (__builtin_add_overflow(max_offset, 1, &max_bytes) ||
-      __builtin_mul_overflow(max_bytes, static_cast<std::int64_t>(dtype_size(t.dtype)), &max_bytes)) {
-    return fail(name, "strides overflow a 64-bit byte offset for shape " + shape_string(t));
-  }
-  if (t.stride[rank - 1] != 1 && t.shape[rank - 1] != 1) {
-    return fail(name, "the last dimension must be contiguous (stride 1), got stride " + std::to_string(t.stride[rank - 1]));
-  }
-  return Status::Ok();
-}
 
 Status check_shape(const char* name, const TensorView& t, const std::int64_t (&want)[4], const char* dims) {
   for (int i = 0; i < t.rank; ++i) {
@@ -98,13 +70,13 @@ Status check_device(const char* name, const TensorView& t, Device device) {
 }
 
 Status check_out(const char* name, const TensorView& t, const MergeProblem& p) {
-  FLASHCORE_RETURN_IF_ERROR(check_layout(name, t, 4, kOutDims));
+  FLASHCORE_RETURN_IF_ERROR(validate_layout(kFn, name, t, 4, kOutDims));
   FLASHCORE_RETURN_IF_ERROR(check_device(name, t, p.device));
   return check_shape(name, t, {p.batch, p.seqlen, p.heads, p.head_dim}, kOutDims);
 }
 
 Status check_lse(const char* name, const TensorView& t, const MergeProblem& p) {
-  FLASHCORE_RETURN_IF_ERROR(check_layout(name, t, 3, kLseDims));
+  FLASHCORE_RETURN_IF_ERROR(validate_layout(kFn, name, t, 3, kLseDims));
   if (t.dtype != DType::kFloat32) return fail(name, std::string("expected dtype float32, got ") + dtype_name(t.dtype));
   FLASHCORE_RETURN_IF_ERROR(check_device(name, t, p.device));
   return check_shape(name, t, {p.batch, p.heads, p.seqlen, 0}, kLseDims);
@@ -126,7 +98,7 @@ Status check_no_overlap(const char* name, const TensorView& output, const char* 
 }  // namespace
 
 Status validate_merge(const MergeParams& params, MergeProblem* p) {
-  FLASHCORE_RETURN_IF_ERROR(check_layout("out_a", params.out_a, 4, kOutDims));
+  FLASHCORE_RETURN_IF_ERROR(validate_layout(kFn, "out_a", params.out_a, 4, kOutDims));
   p->batch = params.out_a.shape[0];
   p->seqlen = params.out_a.shape[1];
   p->heads = params.out_a.shape[2];

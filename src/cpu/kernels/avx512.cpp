@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cpu/kernels/avx512_transpose.h"
 #include "cpu/kernels/kernels.h"
 
 namespace flashcore::cpu {
@@ -132,35 +133,7 @@ void to_float(DType dtype, const void* src, int64_t n, float* dst) {
     case DType::kBFloat16: to_float_of<DType::kBFloat16>(src, n, dst); break;
     case DType::kFloat16: to_float_of<DType::kFloat16>(src, n, dst); break;
     case DType::kFloat32: to_float_of<DType::kFloat32>(src, n, dst); break;
-  }
-}
-
-// r[i] = column i of the 16 x 16 matrix whose row j was r[j]: unpack pairs of rows, then pairs of
-// pairs, then two rounds of 128-bit lane shuffles (a 4 x 4 transpose of lanes).
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int k = 0; k < 16; k += 2) {
-    t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
-    t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
-  }
-  __m512 u[16];  // u[4q + c], 128-bit lane L: column 4L + c of rows 4q .. 4q + 3
-  for (int q = 0; q < 4; ++q) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * q]), t1 = _mm512_castps_pd(t[4 * q + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * q + 2]), t3 = _mm512_castps_pd(t[4 * q + 3]);
-    u[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+    case DType::kInt32: break;  // index tensors never reach the tile kernels (validated away)
   }
 }
 
@@ -190,6 +163,7 @@ void to_float_transposed(DType dtype, const void* src, int64_t row_stride, int64
     case DType::kBFloat16: to_float_transposed_of<DType::kBFloat16>(src, row_stride, rows, cols, dst, ld); break;
     case DType::kFloat16: to_float_transposed_of<DType::kFloat16>(src, row_stride, rows, cols, dst, ld); break;
     case DType::kFloat32: to_float_transposed_of<DType::kFloat32>(src, row_stride, rows, cols, dst, ld); break;
+    case DType::kInt32: break;  // index tensors never reach the tile kernels (validated away)
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cpu/kernels/avx512_transpose.h"
 #include "cpu/kernels/kernels.h"
 
 namespace flashcore::cpu {
@@ -72,33 +73,6 @@ void gemm_acc(int64_t m, int64_t n, int64_t kp, const uint16_t* a, int64_t lda, 
   }
 }
 
-// avx512.cpp's 16 x 16 transpose, here of 32-bit pairs.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int k = 0; k < 16; k += 2) {
-    t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
-    t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
-  }
-  __m512 u[16];
-  for (int q = 0; q < 4; ++q) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * q]), t1 = _mm512_castps_pd(t[4 * q + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * q + 2]), t3 = _mm512_castps_pd(t[4 * q + 3]);
-    u[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-  }
-}
 
 void pack_transposed(const uint16_t* src, int64_t row_stride, int64_t rows, int64_t cols, uint32_t* dst, int64_t ld) {
   const int64_t pairs = (cols + 1) / 2;
