@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include <cutlass/numeric_types.h>
 
 #include "cpu/parallel_for.h"
+#include "flashcore/reference.h"
 
 namespace flashcore::accuracy {
 namespace {
@@ -97,9 +99,9 @@ float row_softmax(const Problem& p, const Layout& at, const std::vector<double>&
     const int64_t j = keys.begin + e;
     float s = gemm_dot(p.dtype, &q[at.q_row(b, i, h)], &k[at.k_row(b, j, hk)], p.head_dim) * p.softmax_scale;
     dscore[e] = 1.0f;
-    if (p.softcap > 0.0f) {
-      const float t = std::tanh(s / p.softcap);
-      s = p.softcap * t;
+    if (p.softcap > 0.0f) {  // elementwise in the dtype, each step rounded, as a plain implementation's
+      const float t = static_cast<float>(round_float(p.dtype, std::tanh(static_cast<float>(round_float(p.dtype, s / p.softcap)))));
+      s = static_cast<float>(round_float(p.dtype, p.softcap * t));
       dscore[e] = 1.0f - t * t;
     }
     s -= slope * static_cast<float>(std::llabs(i + p.seqlen_k - p.seqlen_q - j));
@@ -207,6 +209,82 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
   round_all(dq_acc, p.softmax_scale, &result.dq);
   round_all(dk_acc, p.softmax_scale, &result.dk);
   round_all(dv_acc, 1.0f, &result.dv);
+  return result;
+}
+
+RowSumAllowance row_sum_allowance(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
+                                  const std::vector<double>& k, const std::vector<double>& v,
+                                  const std::vector<double>& out, const std::vector<double>& dout,
+                                  int num_threads) {
+  const Problem p = problem_of(problem, dtype);
+  const Layout at{p};
+  const int64_t d = p.head_dim;
+  std::vector<double> exact_out(q.size()), exact_lse(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q));
+  if (!reference_forward(problem, q.data(), k.data(), v.data(), exact_out.data(), exact_lse.data(), num_threads).ok()) {
+    return {};
+  }
+  auto row_max_abs = [d](const double* row) {
+    double m = 0.0;
+    for (int64_t c = 0; c < d; ++c) m = std::max(m, std::fabs(row[c]));
+    return m;
+  };
+  const double fp32_sum = static_cast<double>(d) * std::ldexp(1.0, -24) * (1.0 + std::ldexp(1.0, -7));
+  // One (batch, kv head) a task, as the baseline backward: dk sums over the query heads sharing it.
+  const int64_t tasks = p.batch * p.heads_kv;
+  const int workers = cpu::worker_count(num_threads, tasks);
+  std::vector<RowSumAllowance> worst(static_cast<size_t>(workers));
+  std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> dscore_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<double>> dk_of(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
+  cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
+    const int64_t b = task / p.heads_kv;
+    const int64_t hk = task % p.heads_kv;
+    std::vector<float>& probs = probs_of[static_cast<size_t>(worker)];
+    std::vector<float>& dscore = dscore_of[static_cast<size_t>(worker)];
+    std::vector<double>& dk_sum = dk_of[static_cast<size_t>(worker)];
+    std::fill(dk_sum.begin(), dk_sum.end(), 0.0);
+    RowSumAllowance& w = worst[static_cast<size_t>(worker)];
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const KeySpan keys = visible_keys(p, i);
+        if (keys.size() == 0) continue;
+        row_softmax(p, at, q, k, b, h, i, keys, probs, dscore);
+        const int64_t row = at.q_row(b, i, h);
+        double given_minus_exact = 0.0, dout_out = 0.0, dout_v = 0.0;
+        for (int64_t c = 0; c < d; ++c) {
+          given_minus_exact += dout[row + c] * (out[row + c] - exact_out[row + c]);
+          dout_out += std::fabs(dout[row + c] * out[row + c]);
+        }
+        for (int64_t e = 0; e < keys.size(); ++e) {
+          const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
+          double dot = 0.0;
+          for (int64_t c = 0; c < d; ++c) dot += std::fabs(dout[row + c] * vj[c]);
+          dout_v = std::max(dout_v, dot);
+        }
+        const double row_error = std::fabs(given_minus_exact) + fp32_sum * (dout_out + dout_v);
+        double dq = 0.0;
+        for (int64_t e = 0; e < keys.size(); ++e) dq += probs[e] * row_max_abs(&k[at.k_row(b, keys.begin + e, hk)]);
+        dq *= row_error;
+        if (!std::isfinite(dq)) continue;
+        w.dq = std::max(w.dq, dq);
+        const double q_max = row_max_abs(&q[row]);
+        for (int64_t e = 0; e < keys.size(); ++e) dk_sum[keys.begin + e] += probs[e] * row_error * q_max;
+      }
+    }
+    for (double x : dk_sum) {
+      if (std::isfinite(x)) w.dk = std::max(w.dk, x);
+    }
+  });
+  RowSumAllowance result;
+  for (const RowSumAllowance& w : worst) {
+    result.dq = std::max(result.dq, w.dq);
+    result.dk = std::max(result.dk, w.dk);
+  }
+  const double scale = std::fabs(problem.softmax_scale);
+  result.dq *= scale;
+  result.dk *= scale;
+  result.dq += ulp_at(dtype, result.dq);
+  result.dk += ulp_at(dtype, result.dk);
   return result;
 }
 

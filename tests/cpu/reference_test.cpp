@@ -150,6 +150,32 @@ TEST(Reference, BackwardMatchesFiniteDifferencesOfForward) {
   return ::testing::AssertionSuccess();
 }
 
+// accuracy.h's row-sum allowance on a single key (P = 1, exact dq = 0): with the exact O given it is
+// the fp32 summation term alone, tiny; an error d in one element of the O given adds
+// scale * |dO_c d| * max|K| to dq's allowance and scale * |dO_c d| * max|Q| to dk's.
+TEST(Reference, RowSumAllowanceFollowsTheOutputTheBackwardIsGiven) {
+  ReferenceProblem p;
+  p.batch = p.seqlen_q = p.seqlen_k = p.heads_q = p.heads_kv = 1;
+  p.head_dim = 8;
+  p.softmax_scale = 0.25;
+  std::vector<double> q(8), k(8), v(8), dout(8);
+  for (int c = 0; c < 8; ++c) {
+    q[c] = 0.5 - 0.125 * c;
+    k[c] = 0.25 * (c % 3) - 0.5;
+    v[c] = 1.0 - 0.25 * c;
+    dout[c] = 0.125 * (c + 1);
+  }
+  const RowSumAllowance exact = row_sum_allowance(p, DType::kBFloat16, q, k, v, /*out=*/v, dout, 1);
+  EXPECT_GT(exact.dq, 0.0);
+  EXPECT_LT(exact.dq, 1e-6);
+  std::vector<double> out = v;
+  out[3] += 0.01;
+  const RowSumAllowance off = row_sum_allowance(p, DType::kBFloat16, q, k, v, out, dout, 1);
+  const double added = 0.25 * dout[3] * 0.01;  // scale * |dO_3 * 0.01|
+  EXPECT_NEAR(off.dq - exact.dq, added * 0.5, added * 0.5 * 0.02);   // max|K| = 0.5
+  EXPECT_NEAR(off.dk - exact.dk, added * 0.5, added * 0.5 * 0.02);   // max|Q| = 0.5
+}
+
 // Backend::kCpuReference writes the float64 results rounded once to the output dtype.
 TEST(Reference, BackendRoundsTheFloat64Results) {
   for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {

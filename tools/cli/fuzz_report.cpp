@@ -109,8 +109,8 @@ void print_summary_text(const FuzzSummary& s) {
   for (const auto& [reason, n] : s.skip_reasons) out << "  skipped    " << n << " x " << reason << "\n";
   out << "  covered   ";
   for (const auto& [name, n] : s.coverage.counts) out << " " << name << " " << n;
-  out << "\n  rule       error <= 2x (gradients 3x) a plain same-precision implementation's + 2 ulp;"
-         " NaN never passes\n";
+  out << "\n  rule       error <= 2x (gradients 3x) a plain same-precision implementation's + 2 ulp"
+         " (dq, dk: + the row-sum allowance of flashcore/accuracy.h); NaN never passes\n";
   out << "  time       " << s.seconds << " s\n";
   out << (s.failed == 0 ? "PASS" : "FAIL") << "\n";
   std::fputs(out.str().c_str(), stdout);
