@@ -1,8 +1,8 @@
 // merge_partials (flashcore/merge.h) on the GPU against the CPU backend on the same inputs: random
 // partial results with some rows that saw no key (-inf), every mix of 16-bit and float32 outputs,
 // padded strides, in place and out of place. Both backends run common/merge_weights.h's
-// arithmetic; they may differ by the last bit of expf/logf, so results must agree to 2 float32 ulp
-// plus one ulp of the output dtype. Outputs are NaN-poisoned on the device first, so a row the
+// arithmetic; they may differ by the last bit of expf/logf, so results must agree to 8 float32 ulp
+// of the partials' magnitude plus one ulp of the output dtype. Outputs are NaN-poisoned on the device first, so a row the
 // kernel skipped fails.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -77,6 +78,8 @@ TEST_P(CudaMergePartials, MatchesCpu) {
   HostTensor got_lse(DType::kFloat32, {batch, heads, seqlen}, in_place ? 2 : 1);
   (in_place ? d_out_a : d_out).download_into(got_out);
   (in_place ? d_lse_a : d_lse).download_into(got_lse);
+  // The partials' magnitudes, before the in-place CPU merge overwrites out_a.
+  const std::vector<double> a_values = out_a.values(), b_values = out_b.values();
   s = merge_partials(cpu);
   ASSERT_TRUE(s.ok()) << s.message();
   const HostTensor& want_out = in_place ? out_a : out;
@@ -96,7 +99,11 @@ TEST_P(CudaMergePartials, MatchesCpu) {
   }
   for (std::int64_t i = 0; i < want_out.numel(); ++i) {
     const double want = want_out.get(i), got = got_out.get(i);
-    const double tolerance = 8 * accuracy::ulp_at(DType::kFloat32, want) + accuracy::ulp_at(out_dtype, want);
+    // The weights' last-bit differences scale the partials, not the merged value, which can be near 0
+    // where they cancel.
+    const double partials = std::max(std::abs(a_values[static_cast<size_t>(i)]), std::abs(b_values[static_cast<size_t>(i)]));
+    const double tolerance = 8 * accuracy::ulp_at(DType::kFloat32, std::max(partials, std::abs(want))) +
+                             accuracy::ulp_at(out_dtype, want);
     ASSERT_NEAR(got, want, tolerance) << "out element " << i;
   }
 }
