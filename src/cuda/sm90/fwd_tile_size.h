@@ -19,6 +19,10 @@ struct FwdTileSize {
   int zigzag_max_m_blocks = 0;
   // Q buffers (1 or 2): with 2, a persistent CTA loads the next tile's Q during the current tile.
   int q_stages = 1;
+  // One softmax exponential in this many on the FMA pipe instead of MUFU (0: all on MUFU). At
+  // d <= 64 MUFU's exponentials take as long as the tensor cores' two GEMMs (16 a cycle per SM
+  // each); moving 1 in 8 leaves MUFU 7/8 of that with the FMA pipe still half idle.
+  int exp2_fma_every = 0;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
@@ -37,7 +41,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   m_blocks (with one Q buffer it measured even with one tile per CTA; with two, and the grid
   //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
   //   pair their middle blocks across heads).
-  if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
+  //   Exponentials: 1 in 8 on the FMA pipe (exp2_fma_every; v7).
+  if (head_dim <= 64) return {192, 128, 2, true, 64, 2, 8};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
