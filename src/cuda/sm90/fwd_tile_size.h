@@ -20,8 +20,9 @@ struct FwdTileSize {
   // Q buffers (1 or 2): with 2, a persistent CTA loads the next tile's Q during the current tile.
   int q_stages = 1;
   // One softmax exponential in this many on the FMA pipe instead of MUFU (0: all on MUFU). At
-  // d <= 64 MUFU's exponentials take as long as the tensor cores' two GEMMs (16 a cycle per SM
-  // each); moving 1 in 8 leaves MUFU 7/8 of that with the FMA pipe still half idle.
+  // d <= 64 MUFU's exponentials take as long as the tensor cores' two GEMMs, but moving 1 in 8
+  // (or 1 in 4) to the FMA pipe measured 7-9 % slower on the H100 (v7), so no tile uses it;
+  // kept for A/B variants.
   int exp2_fma_every = 0;
 };
 
@@ -41,8 +42,7 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   m_blocks (with one Q buffer it measured even with one tile per CTA; with two, and the grid
   //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
   //   pair their middle blocks across heads).
-  //   Exponentials: 1 in 8 on the FMA pipe (exp2_fma_every; v7).
-  if (head_dim <= 64) return {192, 128, 2, true, 64, 2, 8};
+  if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
