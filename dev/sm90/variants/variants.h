@@ -17,12 +17,21 @@ flashcore::Status run_variant_zigzag_d64(const flashcore::cuda::FwdParams& p, cu
 flashcore::Status run_variant_zigzag_d128(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_zigzag_d256(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_d64_causal_onetile(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v7_d64_bf16_v6b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v7_d64_fp16_v6b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v7_d64_bf16_exp4(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v7_d64_bf16_128(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v7_d64_bf16_3st(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
 // 4: bf16 d128 128x128 with 3 K/V stages; 5: bf16 d64 128x128 with 3 K/V stages;
 // 6/7/8: bf16 d64/d128/d256 causal with the persistent zig-zag scheduler (main tiles), non-causal
-// as main; 9 (v6): bf16 d64 causal one tile per CTA on the v6 main tile. Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
+// as main; 9 (v6): bf16 d64 causal one tile per CTA on the v6 main tile.
+// v7 (d64, causal and not, each launched as the main tile): 10 bf16 and 11 fp16 as v6b shipped
+// them (every exponential on MUFU), 12 bf16 with 1 exponential in 4 on the FMA pipe, 13 bf16
+// 128 x 128 with two Q buffers and 14 bf16 192 x 128 with 3 K/V stages (13, 14: 1 in 8 on the
+// FMA pipe, as the library). Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
 #ifdef FC_SM90_VARIANTS_1
@@ -42,6 +51,13 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
 #endif
 #ifdef FC_SM90_VARIANTS_4
     case 9: return run_variant_d64_causal_onetile(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_5
+    case 10: return run_variant_v7_d64_bf16_v6b(p, s);
+    case 11: return run_variant_v7_d64_fp16_v6b(p, s);
+    case 12: return run_variant_v7_d64_bf16_exp4(p, s);
+    case 13: return run_variant_v7_d64_bf16_128(p, s);
+    case 14: return run_variant_v7_d64_bf16_3st(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

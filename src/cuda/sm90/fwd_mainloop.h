@@ -34,7 +34,7 @@ struct FwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kRows = 2;  // rows of the 64-row slab each consumer thread holds
-  using Softmax = FwdSoftmax<kRows>;
+  using Softmax = FwdSoftmax<kRows, Traits::kExp2FmaEvery>;
 
   // Ping-pong turns: warpgroup w waits for its turn before issuing GEMMs and hands the turn to
   // warpgroup w+1 (cyclically) once they are issued. Each warpgroup issues the same number of

@@ -3,20 +3,24 @@
 // is rescaled only after that product has completed.
 //
 // Scores stay raw; exp(scale * (s - m)) = exp2(s * scale_log2 - m * scale_log2) costs one FFMA
-// and one MUFU.EX2 per element. Row sums stay per-thread until finalize() (quad-reduced once).
+// and one MUFU.EX2 per element, or with kExp2FmaEvery = k, one element in k is evaluated on the
+// FMA pipe instead (common/exp2_fma.h: where the exponential ties with the tensor cores, d <= 64).
+// Row sums stay per-thread until finalize() (quad-reduced once).
 #pragma once
 
 #include <cmath>
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/exp2_fma.h"
 #include "cuda/common/softmax.h"
 #include "cuda/sm90/fragment.h"
 
 namespace flashcore::cuda::sm90 {
 
-template <int kRows>
+template <int kRows, int kExp2FmaEvery = 0>
 struct FwdSoftmax {
+  static_assert(kExp2FmaEvery >= 0);
   float row_max[kRows];  // running max of raw scores; -inf while a row has seen no key
   float row_sum[kRows];  // this thread's partial sum of exponentials
 
@@ -49,7 +53,12 @@ struct FwdSoftmax {
       float sum = 0.0f;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
-        s(r, c) = fast_exp2(s(r, c) * scale_log2 - max_scaled);
+        const float x = s(r, c) * scale_log2 - max_scaled;
+        if constexpr (kExp2FmaEvery > 0) {
+          s(r, c) = c % kExp2FmaEvery == kExp2FmaEvery - 1 ? exp2_fma(x) : fast_exp2(x);
+        } else {
+          s(r, c) = fast_exp2(x);
+        }
         sum += s(r, c);
       }
       row_sum[r] = row_sum[r] * correction[r] + sum;

@@ -19,6 +19,11 @@ struct FwdTileSize {
   int zigzag_max_m_blocks = 0;
   // Q buffers (1 or 2): with 2, a persistent CTA loads the next tile's Q during the current tile.
   int q_stages = 1;
+  // One softmax exponential in this many on the FMA pipe instead of MUFU (0: all on MUFU). At
+  // d <= 64 MUFU's exponentials take as long as the tensor cores' two GEMMs, but moving 1 in 8
+  // (or 1 in 4) to the FMA pipe measured 7-9 % slower on the H100 (v7), so no tile uses it;
+  // kept for A/B variants.
+  int exp2_fma_every = 0;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for

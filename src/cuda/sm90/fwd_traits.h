@@ -21,7 +21,7 @@
 namespace flashcore::cuda::sm90 {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kPingPong_, int kQStages_ = 1>
+          bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -35,6 +35,9 @@ struct FwdTraits {
   // its own (the tile-boundary Q latency hidden), where shared memory has room for it.
   static constexpr int kQStages = kQStages_;
   static_assert(kQStages == 1 || kQStages == 2);
+  // One softmax exponential in kExp2FmaEvery on the FMA pipe instead of MUFU (0: none); see
+  // fwd_softmax.h and common/exp2_fma.h.
+  static constexpr int kExp2FmaEvery = kExp2FmaEvery_;
   // d > 128: O is large (d/2 registers a thread); rescale it while QK^T runs on the tensor cores
   // instead of after the softmax, where nothing else overlaps it.
   static constexpr bool kRescaleOBeforeGemm = kHeadDim > 128;
