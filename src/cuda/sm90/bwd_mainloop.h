@@ -134,6 +134,10 @@ struct BwdMainloop {
   __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, BwdBlock const& blk,
                                              int thread_idx, State& q_state, State& do_state, int& ds_buf,
                                              FragKV& tdVrdV, FragKV& tdKrdK) {
+    if constexpr (Traits::kOverlap) {
+      mma_overlapped(params, shared, blk, thread_idx, q_state, do_state, ds_buf, tdVrdV, tdKrdK);
+      return;
+    }
     using namespace cute;
     Pipeline pipeline_q{shared.pipeline_q};
     Pipeline pipeline_do{shared.pipeline_do};
@@ -274,6 +278,163 @@ struct BwdMainloop {
       }
     }
     // Every product reading K and V has retired (each step ends with wait<0>).
+    __syncwarp();
+    if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_kv_empty);
+  }
+
+  // Traits::kOverlap: the same products, issued so that the tensor cores have work while the
+  // warpgroup computes Pᵀ and dSᵀ. Steps t = 0, 1, ... run over (query head, query block) in
+  // load() order; per step t, with Sᵀ(t) and dPᵀ(t) already issued (by step t - 1 or the
+  // prologue) and dK(t - 1) still in flight:
+  //   wait Sᵀ(t); Pᵀ(t);  wait dPᵀ(t), dK(t - 1); release Q(t - 1); dSᵀ(t);
+  //   issue dV(t); dSᵀ(t) -> smem; barrier; issue dQ(t), Sᵀ(t + 1), dPᵀ(t + 1), dK(t);
+  //   wait dV(t), dQ(t); release dO(t); dQ partial -> dq_accum.
+  // dK(t) thus overlaps Pᵀ(t + 1). Registers at the peak (d128): dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 +
+  // dSᵀ(t) 16 (A of dK in flight) + Pᵀ 16 = 224, as in mma(); the dQ partial (32) has left by then.
+  // Q(t) is released only after dK(t), a step later than in mma(): kStages >= 3 keeps the producer
+  // ahead. The dS double buffer argument is unchanged (dQ(t) retires within step t).
+  template <class FragKV>
+  __forceinline__ __device__ static void mma_overlapped(Params const& params, SharedStorage& shared,
+                                                        BwdBlock const& blk, int thread_idx, State& q_state,
+                                                        State& do_state, int& ds_buf, FragKV& tdVrdV,
+                                                        FragKV& tdKrdK) {
+    using namespace cute;
+    static_assert(Traits::kStages >= 3, "a Q stage is held until the next step's dK retires");
+    static_assert(Traits::kDsStsm && Traits::kDqFirst, "the overlapped schedule is written for stmatrix dS and dQ first");
+    Pipeline pipeline_q{shared.pipeline_q};
+    Pipeline pipeline_do{shared.pipeline_do};
+    Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});       // (M, d, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQ{});    // (M, d, stage)
+    Tensor sQt = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQt{});     // (d, M, stage)
+    Tensor sdOt = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQt{});  // (d, M, stage)
+    Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});       // (N, d)
+    Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});       // (N, d)
+    Tensor sKt = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutKt{});     // (d, N)
+    Tensor sdS = make_tensor(make_smem_ptr(shared.ds.data()), typename Traits::SmemLayoutdS{});    // (M, N, buf)
+    Tensor sdSt = make_tensor(make_smem_ptr(shared.ds.data()), typename Traits::SmemLayoutdSt{});  // (N, M, buf)
+
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(thread_idx);
+    auto thr_dkv = mma_dkv.get_thread_slice(thread_idx);
+    auto thr_dq = mma_dq.get_thread_slice(thread_idx);
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);       // (MMA, MMA_N, MMA_d) descriptors
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);       // (MMA, MMA_M, MMA_d, stage)
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);      // (MMA, MMA_N, MMA_d)
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);    // (MMA, MMA_M, MMA_d, stage)
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_d, MMA_M, stage)
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);    // (MMA, MMA_d, MMA_M, stage)
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);     // (MMA, MMA_M, MMA_N, buf)
+    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);     // (MMA, MMA_d, MMA_N)
+
+    Tensor tSrS = partition_fragment_C(mma_sdp, typename Traits::ShapeSdP{});    // (MMA, MMA_N, MMA_M) Sᵀ
+    Tensor tdPrdP = partition_fragment_C(mma_sdp, typename Traits::ShapeSdP{});  // (MMA, MMA_N, MMA_M) dPᵀ
+    Tensor tdQrdQ = partition_fragment_C(mma_dq, typename Traits::ShapedQ{});    // (MMA, MMA_M, MMA_d)
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(typename Traits::ShapeSdP{}));  // (key, query)
+    Tensor tdVrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));   // ((2,2,2), MMA_N, M/16)
+    Tensor tdKrdS = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_N, M/16)
+    Tensor tdSrdS = make_tensor(tdKrdS.data(), tSrS.layout());                    // the same, accumulator-shaped
+    auto smem_tiled_copy_dS = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
+    auto smem_thr_copy_dS = smem_tiled_copy_dS.get_thread_slice(thread_idx);
+    Tensor tdSsdS_stsm = smem_thr_copy_dS.partition_D(sdSt);  // (CPY, CPY_N, CPY_M, buf)
+    Tensor tdSrdS_stsm = smem_thr_copy_dS.retile_S(tdSrdS);   // (CPY, CPY_N, CPY_M)
+
+    const AttentionMask mask = mask_of(params);
+    const int n0 = blk.n_block * kBlockN;
+    const int warp = thread_idx / 32;
+    const int lane = thread_idx % 32;
+    float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
+    const int head_begin = blk.kv_head * params.group_size;
+    const int m_blocks = blk.m_block_max > blk.m_block_min ? blk.m_block_max - blk.m_block_min : 0;
+    const int n_steps = m_blocks * params.group_size;
+
+    clear(tdVrdV);
+    clear(tdKrdK);
+    cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_kv, blk.iteration & 1);
+
+    auto issue_sdp = [&](State const& qs, State const& dos) {
+      pipeline_q.consumer_wait(qs);
+      wgmma_gemm</*zero*/ true, /*wait*/ -1, /*regA*/ false>(mma_sdp, tSrK, tSrQ(_, _, _, qs.index), tSrS);
+      pipeline_do.consumer_wait(dos);
+      wgmma_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, dos.index), tdPrdP);
+    };
+    if (n_steps > 0) issue_sdp(q_state, do_state);
+    State q_done = q_state;  // the stage dK(t - 1) reads, released once it retires
+    for (int t = 0; t < n_steps; ++t) {
+      const int head = head_begin + t / m_blocks;
+      const int m0 = (blk.m_block_min + t % m_blocks) * kBlockM;
+      const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+
+      // Pᵀ(t), while dPᵀ(t) and dK(t - 1) are in flight.
+      float const* lse = shared.lse_log2.data() + q_state.index * kBlockM;
+      if (t == 0) {
+        warpgroup_wait<1>();
+      } else {
+        warpgroup_wait<2>();
+      }
+      warpgroup_fence_operand(tSrS);
+      if (mask.tile_needs_mask(m0, n0, kBlockN)) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tSrS); ++i) {
+          const int key = get<0>(tScS(i)), query = get<1>(tScS(i));
+          const float x = tSrS(i) * params.scale_log2 - lse[query];
+          tSrS(i) = exp2f(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
+        }
+      } else {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2f(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
+      }
+      convert_into(tSrS, tdVrP);
+
+      // dSᵀ(t) = Pᵀ ∘ (dPᵀ - D), once dK(t - 1) no longer reads the dSᵀ registers.
+      float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdPrdP);
+      warpgroup_fence_operand(tdKrdK);
+      warpgroup_fence_operand(tdKrdS);
+      if (t > 0) {
+        cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_q.empty[q_done.index]);  // per thread: see mma()
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdPrdP); ++i) tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(tScS(i))]);
+      convert_into(tdPrdP, tdKrdS);
+
+      wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
+      cute::copy(smem_tiled_copy_dS, tdSrdS_stsm, tdSsdS_stsm(_, _, _, ds_buf));
+      cutlass::arch::fence_view_async_shared();
+      named_barrier_sync(Traits::kConsumerThreads, BwdNamedBarrier::kDsReady);
+
+      float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
+      wgmma_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, tdQrdQ);
+      State q_next = q_state, do_next = do_state;
+      q_next.advance();
+      do_next.advance();
+      if (t + 1 < n_steps) {
+        issue_sdp(q_next, do_next);
+        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+        warpgroup_wait<3>();  // dV(t), dQ(t) retired; Sᵀ(t + 1), dPᵀ(t + 1), dK(t) in flight
+      } else {
+        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
+        warpgroup_wait<1>();  // dV(t), dQ(t) retired; dK(t) in flight
+      }
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdVrP);
+      warpgroup_fence_operand(tdQrdQ);
+      cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_do.empty[do_state.index]);
+      dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+      q_done = q_state;
+      q_state = q_next;
+      do_state = do_next;
+      ds_buf ^= 1;
+    }
+    if (n_steps > 0) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdKrdK);
+      warpgroup_fence_operand(tdKrdS);
+      cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_q.empty[q_done.index]);
+    }
+    // Every product reading K and V has retired.
     __syncwarp();
     if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_kv_empty);
   }
