@@ -287,8 +287,8 @@ struct BwdMainloop {
   // load() order; per step t, with Sᵀ(t) and dPᵀ(t) already issued (by step t - 1 or the
   // prologue) and dK(t - 1) still in flight:
   //   wait Sᵀ(t); Pᵀ(t);  wait dPᵀ(t), dK(t - 1); release Q(t - 1); dSᵀ(t);
-  //   issue dV(t); dSᵀ(t) -> smem; barrier; issue dQ(t), Sᵀ(t + 1), dPᵀ(t + 1), dK(t);
-  //   wait dV(t), dQ(t); release dO(t); dQ partial -> dq_accum.
+  //   issue dV(t); dSᵀ(t) -> smem; barrier; dQ(t) issued and waited (with dV(t)); release dO(t);
+  //   dQ partial -> dq_accum; issue Sᵀ(t + 1), dPᵀ(t + 1), dK(t).
   // dK(t) thus overlaps Pᵀ(t + 1). Registers at the peak (d128): dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 +
   // dSᵀ(t) 16 (A of dK in flight) + Pᵀ 16 = 224, as in mma(); the dQ partial (32) has left by then.
   // Q(t) is released only after dK(t), a step later than in mma(): kStages >= 3 keeps the producer
@@ -406,23 +406,19 @@ struct BwdMainloop {
       named_barrier_sync(Traits::kConsumerThreads, BwdNamedBarrier::kDsReady);
 
       float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
-      wgmma_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, tdQrdQ);
+      Tensor tdQrdS_buf = tdQrdS(_, _, _, ds_buf);
+      wgmma_gemm<true, /*wait*/ 0, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);  // dV(t), dQ(t) retired
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdVrP);
+      cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_do.empty[do_state.index]);
+      // The dQ partial leaves before Sᵀ(t + 1) and dPᵀ(t + 1) take their accumulators (with both
+      // in flight and dQ still held, the d128 consumer would need 240 + registers).
+      dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
       State q_next = q_state, do_next = do_state;
       q_next.advance();
       do_next.advance();
-      if (t + 1 < n_steps) {
-        issue_sdp(q_next, do_next);
-        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
-        warpgroup_wait<3>();  // dV(t), dQ(t) retired; Sᵀ(t + 1), dPᵀ(t + 1), dK(t) in flight
-      } else {
-        wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
-        warpgroup_wait<1>();  // dV(t), dQ(t) retired; dK(t) in flight
-      }
-      warpgroup_fence_operand(tdVrdV);
-      warpgroup_fence_operand(tdVrP);
-      warpgroup_fence_operand(tdQrdQ);
-      cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_do.empty[do_state.index]);
-      dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+      if (t + 1 < n_steps) issue_sdp(q_next, do_next);
+      wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
       q_done = q_state;
       q_state = q_next;
       do_state = do_next;
