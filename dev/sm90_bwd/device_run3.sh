@@ -53,7 +53,7 @@ $(grep -E '^FAIL|cases' "$logs/variant$2_check.log" | head -6 | cut -c1-400 | tr
   wait
   for tool in memcheck racecheck synccheck; do
     for v in 4 5 6 -1; do
-      echo "sanitizer $tool variant $v: rc=$(tail -c 2000 "$logs/san_${tool}_v$v.log" | grep -cE 'san.py done') \
+      echo "sanitizer $tool variant $v: done=$(tail -c 2000 "$logs/san_${tool}_v$v.log" | grep -cE 'san.py done') \
 $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/san_${tool}_v$v.log" | tr '\n' ' ')"
     done
   done

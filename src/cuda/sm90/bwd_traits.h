@@ -32,11 +32,8 @@ namespace flashcore::cuda::sm90 {
 // kDsStsm_: dSᵀ goes to smem by stmatrix (4 STSM a thread at d128; off: 32 generic 16-bit stores).
 // kDqFirst_: dQ = dS K is issued before dK += dSᵀ Q, and the dQ partial leaves (staging + bulk
 //   reduce-add) while dK is still on the tensor cores (off: after both have retired).
-// kOverlap_: the consumer issues the next query block's Sᵀ and dPᵀ before this block's dK, so dK
-//   runs on the tensor cores while the next block's Pᵀ is computed (bwd_mainloop.h, mma_overlapped;
-//   implies kDqFirst). A Q stage is then held one step longer (until dK retires): 3 stages.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kOverlap_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -47,7 +44,6 @@ struct BwdTraits {
   static constexpr bool kIsCausal = kIsCausal_;
   static constexpr bool kDsStsm = kDsStsm_;
   static constexpr bool kDqFirst = kDqFirst_;
-  static constexpr bool kOverlap = kOverlap_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
