@@ -20,7 +20,7 @@ import os
 from .plan import FLASHCORE_IMPLS
 
 ENV = "FLASHCORE_KERNELS"
-FORCED = {"flashcore": "auto", "flashcore_sm80": "sm80", "flashcore_sm90": "sm90"}
+FORCED = {"flashcore": "auto", "flashcore_sm80": "sm80", "flashcore_sm90": "sm90", "flashcore_det": "auto"}
 assert set(FORCED) == set(FLASHCORE_IMPLS)
 
 

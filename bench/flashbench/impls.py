@@ -95,9 +95,10 @@ def forward_call(torch, impl, inputs, causal, flash_attn_func, notes=None):
     notes = {} if notes is None else notes
     if impl in FLASHCORE_IMPLS:
         q, k, v = inputs.q, inputs.k, inputs.v
+        kwargs = {"deterministic": True} if impl == "flashcore_det" else {}
 
         def forward():
-            out = flash_attn_func(q, k, v, causal=causal)
+            out = flash_attn_func(q, k, v, causal=causal, **kwargs)
             return out[0] if isinstance(out, (tuple, list)) else out
         return forward, (q, k, v), inputs.dout
     q, k, v = inputs.sdpa_q, inputs.sdpa_k, inputs.sdpa_v

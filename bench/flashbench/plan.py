@@ -16,8 +16,11 @@ SDPA_BACKENDS = {
 }
 # flashcore as the library picks its kernel family (auto), and with each family forced through
 # FLASHCORE_KERNELS for the cell (see families.py): sm80 (mma.sync, any GPU >= 8.0) and sm90 (TMA and
-# wgmma, H100/H200, forward only for now).
-FLASHCORE_IMPLS = ("flashcore", "flashcore_sm80", "flashcore_sm90")
+# wgmma, H100/H200). flashcore_det: auto with deterministic=True (bit-identical gradients), timed for the
+# backward only, so its cost sits beside the default's.
+FLASHCORE_IMPLS = ("flashcore", "flashcore_sm80", "flashcore_sm90", "flashcore_det")
+# Deterministic mode changes the backward alone: its forward cells would repeat flashcore's.
+BACKWARD_ONLY_IMPLS = ("flashcore_det",)
 # CUTLASS's own Hopper FMHA (example 88), run as a separate binary per cell (ex88.py).
 EX88_IMPL = "cutlass_ex88"
 SWEEP_IMPLS = FLASHCORE_IMPLS + tuple(SDPA_BACKENDS) + (EX88_IMPL,)
@@ -50,8 +53,8 @@ PRESETS = {"quick": QUICK, "full": FULL, "hopper": HOPPER}
 # The small-shape latency table: the shape the project grew from.
 LATENCY_SHAPE = {"dtype": "fp16", "head_dim": 64, "causal": False, "batch": 1, "heads": 8, "seqlen": 512}
 # Timed eagerly and as CUDA-graph replay (via "graph"): flashcore (auto and each family) and SDPA's backends.
-LATENCY_IMPLS = FLASHCORE_IMPLS + tuple(SDPA_BACKENDS)
-LATENCY_GRAPH_IMPLS = FLASHCORE_IMPLS + tuple(SDPA_BACKENDS)
+LATENCY_IMPLS = tuple(i for i in FLASHCORE_IMPLS if i not in BACKWARD_ONLY_IMPLS) + tuple(SDPA_BACKENDS)
+LATENCY_GRAPH_IMPLS = LATENCY_IMPLS
 # Standard attention's S and P grow as seqlen^2: 1 x 16 heads x 64k^2 x 2 bytes is 128 GiB, so the
 # largest points show where it runs out of memory while flashcore's footprint stays linear.
 MEMORY_SEQLENS_FULL = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -140,10 +143,15 @@ def sweep_cells(impls, dtypes, head_dims, seqlens, causals, passes, tokens, hidd
                     batch = max(1, tokens // seqlen)
                     for impl in impls:
                         skip = _math_skip(impl, seqlen, math_max_seqlen)
-                        for pass_ in passes:
+                        for pass_ in _passes(impl, passes):
                             cells.append(Cell("sweep", impl, pass_, dtype, head_dim, causal, batch, heads, seqlen,
                                               seqlen, via=_via(impl), skip=skip))
     return cells
+
+
+def _passes(impl, passes):
+    """The passes an impl is timed for: a backward-only impl (flashcore_det) skips the forward."""
+    return [p for p in passes if p != "fwd"] if impl in BACKWARD_ONLY_IMPLS else list(passes)
 
 
 def _via(impl):
@@ -171,7 +179,7 @@ def gqa_cells(impls, dtypes, head_dims, ratios, seqlens, passes, tokens, hidden,
                     batch = max(1, tokens // seqlen)
                     for impl in impls:
                         skip = _math_skip(impl, seqlen, math_max_seqlen)
-                        for pass_ in passes:
+                        for pass_ in _passes(impl, passes):
                             cells.append(Cell("sweep", impl, pass_, dtype, head_dim, True, batch, heads, seqlen,
                                               seqlen, via=_via(impl), skip=skip, heads_kv=heads // ratio))
     return cells
@@ -196,7 +204,7 @@ def memory_cells(seqlens, heads, head_dim, dtype):
 
 
 # Rough TFLOP/s on an H100 (from the anchors), only to print an expected run time before starting.
-_GUESS_TFLOPS = {"flashcore": 450.0, "flashcore_sm80": 300.0, "flashcore_sm90": 450.0, "sdpa_flash": 300.0,
+_GUESS_TFLOPS = {"flashcore": 450.0, "flashcore_sm80": 300.0, "flashcore_sm90": 450.0, "flashcore_det": 250.0, "sdpa_flash": 300.0,
                  "sdpa_cudnn": 450.0, "sdpa_efficient": 110.0, "sdpa_math": 25.0, EX88_IMPL: 450.0}
 
 

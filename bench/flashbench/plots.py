@@ -10,15 +10,15 @@ from .report import PASS_NAMES, memory_table, seqlen_label
 from .results import latency_rows, sweep_rows
 
 COLORS = {"flashcore": "#d62728", "flashcore_cli": "#ff9896", "flashcore_sm80": "#e377c2",
-          "flashcore_sm90": "#8b0000", "sdpa_flash": "#1f77b4", "sdpa_cudnn": "#2ca02c",
+          "flashcore_sm90": "#8b0000", "flashcore_det": "#ffbb78", "sdpa_flash": "#1f77b4", "sdpa_cudnn": "#2ca02c",
           "sdpa_efficient": "#ff7f0e", "sdpa_math": "#7f7f7f", "standard": "#9467bd", "cutlass_ex88": "#17becf"}
 # Colours for names not above (the ladder's rungs), in order of appearance.
 SPARE_COLORS = ("#8c564b", "#bcbd22", "#c49c94", "#dbdb8d", "#9edae5", "#c5b0d5")
 LABELS = {"flashcore": "flashcore (auto)", "flashcore_sm80": "flashcore sm80", "flashcore_sm90": "flashcore sm90",
-          "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
+          "flashcore_det": "flashcore deterministic", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
           "sdpa_efficient": "SDPA mem-efficient", "sdpa_math": "SDPA math",
           "standard": "standard attention (S, P materialised)", "cutlass_ex88": "CUTLASS ex88 (fp16)"}
-IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
+IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "flashcore_det", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
               "sdpa_math", "cutlass_ex88")
 
 

@@ -7,14 +7,15 @@ from .plan import FLASHCORE_IMPLS
 from .results import latency_rows, sweep_rows
 
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
-IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
+IMPL_ORDER = ("flashcore", "flashcore_sm80", "flashcore_sm90", "flashcore_det", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
               "sdpa_math", "cutlass_ex88")
 # The per-cell comparison of kernel families (issue 14): columns and ratios.
 FAMILY_COLUMNS = (("flashcore", "auto"), ("flashcore_sm80", "sm80"), ("flashcore_sm90", "sm90"),
-                  ("sdpa_cudnn", "cuDNN"), ("sdpa_flash", "FA2"), ("cutlass_ex88", "ex88"))
+                  ("flashcore_det", "det"), ("sdpa_cudnn", "cuDNN"), ("sdpa_flash", "FA2"), ("cutlass_ex88", "ex88"))
 FAMILY_RATIOS = (("flashcore_sm90", "sdpa_cudnn", "sm90/cuDNN"), ("flashcore_sm90", "cutlass_ex88", "sm90/ex88"),
                  ("flashcore", "sdpa_cudnn", "auto/cuDNN"), ("flashcore_sm80", "sdpa_cudnn", "sm80/cuDNN"),
-                 ("flashcore", "sdpa_flash", "auto/FA2"))
+                 ("flashcore", "sdpa_flash", "auto/FA2"), ("flashcore_det", "sdpa_cudnn", "det/cuDNN"),
+                 ("flashcore_det", "flashcore", "det/auto"))
 
 
 def kv_groups(row):
@@ -69,7 +70,9 @@ def compare(cells):
             "vs_cudnn": ratio(cells, "flashcore", "sdpa_cudnn"),
             "sm90_vs_cudnn": ratio(cells, "flashcore_sm90", "sdpa_cudnn"),
             "sm80_vs_cudnn": ratio(cells, "flashcore_sm80", "sdpa_cudnn"),
-            "sm90_vs_ex88": ratio(cells, "flashcore_sm90", "cutlass_ex88")}
+            "sm90_vs_ex88": ratio(cells, "flashcore_sm90", "cutlass_ex88"),
+            "det_vs_cudnn": ratio(cells, "flashcore_det", "sdpa_cudnn"),
+            "det_vs_default": ratio(cells, "flashcore_det", "flashcore")}
 
 
 def _reasons(rows, impl):
@@ -99,7 +102,7 @@ def summary_lines(rows):
         lines.append(f"  {dtype} {pass_:8s}: flashcore ran {n}/{len(comps)} cells; geometric-mean ratio to the "
                      f"fastest other {gb:.2f}, to sdpa_flash {gf:.2f}" if gb and gf else
                      f"  {dtype} {pass_:8s}: flashcore ran {n}/{len(comps)} cells")
-        for a, b, name in FAMILY_RATIOS[:4]:
+        for a, b, name in FAMILY_RATIOS[:4] + FAMILY_RATIOS[5:]:
             line = _ratio_summary(cells, a, b, name)
             if line:
                 lines.append(f"  {dtype} {pass_:8s}: {line}")
@@ -139,7 +142,7 @@ def _fmt(value, digits=0, width=6):
 
 def _families_present(rows):
     impls = {r["impl"] for r in rows}
-    return bool(impls & {"flashcore_sm80", "flashcore_sm90", "cutlass_ex88"})
+    return bool(impls & {"flashcore_sm80", "flashcore_sm90", "flashcore_det", "cutlass_ex88"})
 
 
 def family_lines(rows):
@@ -321,7 +324,9 @@ def markdown(data, plot_files=()):
                 for name, key in (("flashcore / fastest other", "vs_best"), ("flashcore / sdpa_cudnn", "vs_cudnn"),
                                   ("flashcore / sdpa_flash", "vs_flash"), ("sm90 / sdpa_cudnn", "sm90_vs_cudnn"),
                                   ("sm80 / sdpa_cudnn", "sm80_vs_cudnn"),
-                                  ("sm90 / cutlass_ex88", "sm90_vs_ex88")):
+                                  ("sm90 / cutlass_ex88", "sm90_vs_ex88"),
+                                  ("deterministic / sdpa_cudnn", "det_vs_cudnn"),
+                                  ("deterministic / flashcore", "det_vs_default")):
                     ratios = []
                     for s in seqlens:
                         c = compare(by_seqlen.get(s, {}))

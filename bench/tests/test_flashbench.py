@@ -41,10 +41,11 @@ class PlanTest(unittest.TestCase):
         cells = [c for c in options.all_cells(args) if c.suite == "sweep"]
         mha = [c for c in cells if not c.gqa]
         gqa = [c for c in cells if c.gqa]
-        # 8 impls x 3 passes x 2 dtypes x 3 head dims x 2 masks x 6 seqlens
-        self.assertEqual(len(mha), 8 * 3 * 2 * 3 * 2 * 6)
-        # GQA: 8 impls x 3 passes x 2 dtypes x 3 head dims x 2 ratios x 2 seqlens, causal only
-        self.assertEqual(len(gqa), 8 * 3 * 2 * 3 * 2 * 2)
+        # (8 impls x 3 passes + flashcore_det x 2: bwd, fwd_bwd) x 2 dtypes x 3 head dims x 2 masks x 6 seqlens
+        self.assertEqual(len(mha), (8 * 3 + 2) * 2 * 3 * 2 * 6)
+        # GQA: the same impls and passes x 2 dtypes x 3 head dims x 2 ratios x 2 seqlens, causal only
+        self.assertEqual(len(gqa), (8 * 3 + 2) * 2 * 3 * 2 * 2)
+        self.assertFalse([c for c in cells if c.impl == "flashcore_det" and c.pass_ == "fwd"])
         self.assertTrue(all(c.causal and c.seqlen_q in (4096, 8192) for c in gqa))
         self.assertEqual({c.heads // c.kv_heads for c in gqa}, {4, 8})
         skipped = [c for c in mha if c.skip]

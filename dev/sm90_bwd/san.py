@@ -1,5 +1,8 @@
 """A few small shapes through the sm90 backward, for compute-sanitizer (no reference; the
-sanitizer reports are the result)."""
+sanitizer reports are the result). SAN_DIMS=64,128 keeps the shapes of those head dims (the
+harness's kernels); VARIANT=v runs a dev variant (fc_sm90_bwd.py)."""
+import os
+
 import torch
 
 import fc_sm90_bwd
@@ -7,8 +10,12 @@ import fc_sm90_bwd
 shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 200, 300, 2, 1, 128, False, False), (1, 300, 200, 2, 2, 128, True, False), (1, 130, 260, 4, 2, 64, True, True),
     (1, 1, 1, 1, 1, 128, False, False), (1, 100, 300, 2, 2, 96, True, False),
+    (1, 200, 300, 2, 1, 64, False, False), (1, 300, 300, 4, 2, 128, True, True), (2, 500, 400, 2, 2, 64, True, False),
 ]
+dims = [int(x) for x in os.environ.get("SAN_DIMS", "").split(",") if x]
 for b, sq, sk, hq, hkv, d, causal, det in shapes:
+    if dims and d not in dims:
+        continue
     q, dout = (torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.randn(b, sk, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     out = torch.randn_like(q)

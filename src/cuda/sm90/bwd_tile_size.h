@@ -24,13 +24,15 @@ struct BwdTileSize {
 // Registers per consumer thread at d128 (setmaxnreg 240): dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + dQ 32
 // = 224 fp32, the same budget FA3's 64 x 128 causal d128 tile runs on.
 // Shared memory at d128: K 32 + V 32 + Q 2x16 + dO 2x16 + dS 2x16 + dQ staging 32 = 192 KB.
-// d64: same tile; 96 KB and 128 registers of accumulators, room left for kBlockM = 128 later.
-// d96: same tile; 144 KB, 176 registers of accumulators.
+// d64: 128 x 128 (FlashAttention-3's d64 tile): dK 32 + dV 32 + Sᵀ 64 + dPᵀ 64 + dQ 32 = 224
+//   registers; K 16 + V 16 + Q 2x16 + dO 2x16 + dS 2x32 + dQ staging 32 = 192 KB. Twice the queries per step pays the per-step
+//   costs (dS barrier, pipeline waits, dQ bulk-add issue) once for twice the work: on the H100 at
+//   bf16 it took the harness backward from 0.81-0.93x to 0.91-1.06x cuDNN (+5 to +17 %, device run 3).
+// d96: 64 x 128; 144 KB, 176 registers of accumulators.
 // d192 and d256 need another split (dK, dV alone would be 192 / 256 registers): not built yet
 //   (docs/tuning/backward_sm90.md, next steps).
 constexpr BwdTileSize bwd_tile_size(int head_dim) {
-  (void)head_dim;
-  return {64, 128, 2};
+  return head_dim <= 64 ? BwdTileSize{128, 128, 2} : BwdTileSize{64, 128, 2};
 }
 
 // seqlen_q is padded to this in the workspace (lse_log2, dsum, dq_accum rows): a multiple of every
