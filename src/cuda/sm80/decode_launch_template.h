@@ -49,6 +49,36 @@ inline int decode_stages(bool paged) {
   return forced == 2 || forced == 3 ? forced : (paged ? kPagedDecodeStages : 3);
 }
 
+// FLASHCORE_DECODE_WORKSPACE=static, for measurement only: the split workspace is one buffer per
+// device, kept for the process (grown with cudaMalloc), instead of cudaMallocAsync / cudaFreeAsync
+// on the stream each call. It shows what the allocation costs a decode step (under CUDA graphs it
+// is an alloc and a free node around the kernels, and the alloc node keeps the decode kernel from
+// being a dependent launch of the previous call's kernel). Not safe with calls on concurrent
+// streams; the library's answer, if it pays, is a workspace the caller passes (docs/kvcache.md).
+inline bool decode_static_workspace() {
+  static const bool on = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_WORKSPACE");
+    return env != nullptr && std::strcmp(env, "static") == 0;
+  }();
+  return on;
+}
+
+inline Status static_decode_workspace(int device, size_t bytes, void** workspace) {
+  constexpr int kDevices = 64;
+  static void* buffers[kDevices] = {};
+  static size_t sizes[kDevices] = {};
+  if (device < 0 || device >= kDevices) return Status::NotSupported("FLASHCORE_DECODE_WORKSPACE=static: device ordinal");
+  if (sizes[device] < bytes) {
+    if (buffers[device] != nullptr) FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFree(buffers[device]));
+    buffers[device] = nullptr;
+    sizes[device] = 0;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffers[device], bytes));
+    sizes[device] = bytes;
+  }
+  *workspace = buffers[device];
+  return Status::Ok();
+}
+
 // Whether the append, decode and combine kernels launch as programmatic dependents of the kernel
 // before them on the stream (common/dependent_launch.h; compute capability 9.0 on): each kernel
 // boundary of a decode step then overlaps the next kernel's launch with the previous one's tail.
@@ -87,9 +117,15 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   void* workspace = nullptr;
   if (num_splits > 1) {
     const std::int64_t partial_rows = static_cast<std::int64_t>(num_splits) * p.batch * p.heads_q * p.seqlen_q;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(
-        cudaMallocAsync(&workspace, static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float), stream));
-    p.o_accum = static_cast<float*>(workspace);
+    const size_t bytes = static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float);
+    if (decode_static_workspace()) {
+      void* shared = nullptr;
+      FLASHCORE_RETURN_IF_ERROR(static_decode_workspace(p.device.ordinal, bytes, &shared));
+      p.o_accum = static_cast<float*>(shared);
+    } else {
+      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace, bytes, stream));
+      p.o_accum = static_cast<float*>(workspace);
+    }
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
   }
   const bool dependent = decode_dependent_launch(p.device);
