@@ -148,9 +148,9 @@ def copy_bandwidth(reps):
             print(f"copy {name} failed: {type(e).__name__}: {e}", flush=True)
     out = torch.empty((), dtype=torch.float32, device="cuda")
     for _ in range(5):
-        torch.sum(a, out=out)
+        torch.sum(a, dim=0, out=out)
     torch.cuda.synchronize()
-    ms = time_graph(lambda i: torch.sum(a, out=out), 1, 10, reps)
+    ms = time_graph(lambda i: torch.sum(a, dim=0, out=out), 1, 10, reps)
     read_only = a.numel() * 4 / (ms * 1e-3)
     del a, b
     torch.cuda.empty_cache()
@@ -251,8 +251,8 @@ def main():
                 row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
                            num_splits=forced_splits or "auto",
                            decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
-                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or 3),
-                           dependent_launch=os.environ.get("FLASHCORE_DECODE_PDL") != "0")
+                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or (2 if page else 3)),
+                           workspace=os.environ.get("FLASHCORE_DECODE_WORKSPACE") or "stream-ordered")
                 try:
                     ms, how = time_call(call, copies, args.calls, args.reps)
                     bps = kv_bytes / (ms * 1e-3)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
-# 2-stage variant, without dependent launch, and the FP32-FMA one on subsets), compute-sanitizer
+# 2- and 3-stage variants and the FP32-FMA one on subsets), compute-sanitizer
 # memcheck and racecheck on small cases, the Python tests on CUDA, and the decode benchmark
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
@@ -31,7 +31,7 @@ step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 wanted mma && gtest mma "" '*KvCache*'
 wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
-wanted nopdl && gtest nopdl FLASHCORE_DECODE_PDL=0 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 if wanted memcheck; then
   step "compute-sanitizer memcheck"
@@ -62,11 +62,6 @@ if wanted bench2; then
   step "decode benchmark, 2 stages"
   FLASHCORE_DECODE_STAGES=2 PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
     --label _2stages --out "$out/bench_2stages.json" 2>&1 | tee -a "$log"
-fi
-if wanted bench_nopdl; then
-  step "decode benchmark, no dependent launch"
-  FLASHCORE_DECODE_PDL=0 PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
-    --label _nopdl --out "$out/bench_nopdl.json" 2>&1 | tee -a "$log"
 fi
 if wanted bench_static; then
   step "decode benchmark, static split workspace (measurement only)"

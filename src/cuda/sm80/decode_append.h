@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "cuda/common/dependent_launch.h"
 #include "cuda/common/rotary.h"
 #include "cuda/params.h"
 
@@ -16,8 +15,6 @@ namespace flashcore::cuda::sm80 {
 
 template <typename Element>
 __global__ void decode_append_kernel(const __grid_constant__ DecodeParams p) {
-  wait_for_prior_grids();  // before any global access: launched as a dependent (common/dependent_launch.h)
-  allow_dependent_grids();
   const int t = blockIdx.x;
   const int hk = blockIdx.y;
   const int b = blockIdx.z;

@@ -14,7 +14,6 @@
 #include <cstdint>
 
 #include "cuda/common/decode_splits.h"
-#include "cuda/common/dependent_launch.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm80 {
@@ -25,8 +24,6 @@ static_assert(kMaxSplits <= kCombineThreads, "one thread per split's LSE");
 template <typename Element>
 __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const __grid_constant__ DecodeParams p,
                                                                          int num_splits) {
-  wait_for_prior_grids();  // before any global access: launched as a dependent (common/dependent_launch.h)
-  allow_dependent_grids();
   __shared__ float weights[kMaxSplits];
   __shared__ float partial[kCombineThreads / 32];
   __shared__ float row_lse;

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/common/dependent_launch.h"
 #include "cuda/params.h"
 #include "cuda/sm80/decode_epilogue.h"
 #include "cuda/sm80/decode_schedule.h"
@@ -29,8 +28,6 @@ namespace flashcore::cuda::sm80 {
 
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_constant__ DecodeParams p) {
-  wait_for_prior_grids();  // before any global access: launched as a dependent (common/dependent_launch.h)
-  allow_dependent_grids();
   using Element = typename Traits::Element;
   constexpr int kRows = Traits::kRows;
   constexpr int kLanes = Traits::kLanesPerRow;

@@ -13,7 +13,6 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_splits.h"
-#include "cuda/common/dependent_launch.h"
 #include "cuda/sm80/decode_append.h"
 #include "cuda/sm80/decode_combine.h"
 #include "cuda/sm80/decode_kernel.h"
@@ -36,25 +35,23 @@ inline bool use_fma_decode_kernel() {
 
 // Pipeline depth of the tensor-core kernel. Measured on the H100 (docs/kvcache.md, v2): three
 // stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
-// and a paged one 14-16% slower while each paged tile's loads waited for their block-table reads.
-// v4 reads the page ids one tile ahead (decode_mma_kernel.h), which should make paged caches behave
-// like contiguous ones: three stages for both (v4's run measures both depths on paged caches).
-// FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
-inline constexpr int kPagedDecodeStages = 3;
+// but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
+// resident warps, not by deeper pipelines; v4 measured a one-tile-ahead read of the page ids and
+// found it slower still). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
 inline int decode_stages(bool paged) {
   static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
     return env == nullptr ? 0 : std::atoi(env);
   }();
-  return forced == 2 || forced == 3 ? forced : (paged ? kPagedDecodeStages : 3);
+  return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
 }
 
 // FLASHCORE_DECODE_WORKSPACE=static, for measurement only: the split workspace is one buffer per
 // device, kept for the process (grown with cudaMalloc), instead of cudaMallocAsync / cudaFreeAsync
 // on the stream each call. It shows what the allocation costs a decode step (under CUDA graphs it
-// is an alloc and a free node around the kernels, and the alloc node keeps the decode kernel from
-// being a dependent launch of the previous call's kernel). Not safe with calls on concurrent
-// streams; the library's answer, if it pays, is a workspace the caller passes (docs/kvcache.md).
+// is an alloc and a free node around the kernels: v4 measured 3-4 us a call at batch 1 and 8). Not
+// safe with calls on concurrent streams; the library's answer is a workspace the caller passes
+// (docs/kvcache.md, where to pick up).
 inline bool decode_static_workspace() {
   static const bool on = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_WORKSPACE");
@@ -77,18 +74,6 @@ inline Status static_decode_workspace(int device, size_t bytes, void** workspace
   }
   *workspace = buffers[device];
   return Status::Ok();
-}
-
-// Whether the append, decode and combine kernels launch as programmatic dependents of the kernel
-// before them on the stream (common/dependent_launch.h; compute capability 9.0 on): each kernel
-// boundary of a decode step then overlaps the next kernel's launch with the previous one's tail.
-// FLASHCORE_DECODE_PDL=0 turns it off, for A/B runs.
-inline bool decode_dependent_launch(const DeviceInfo& device) {
-  static const bool off = [] {
-    const char* env = std::getenv("FLASHCORE_DECODE_PDL");
-    return env != nullptr && std::strcmp(env, "0") == 0;
-  }();
-  return !off && device.compute_capability >= 90;
 }
 
 template <class Traits, class Kernel>
@@ -128,23 +113,19 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     }
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
   }
-  const bool dependent = decode_dependent_launch(p.device);
   Status status = Status::Ok();
   if (p.seqlen_new > 0) {
-    status = cuda_status(launch_kernel(&decode_append_kernel<Element>, dim3(p.seqlen_new, p.heads_kv, p.batch), dim3(64),
-                                       0, stream, dependent, p),
-                         "flashcore::forward_kvcache: launching the append kernel");
+    decode_append_kernel<Element><<<dim3(p.seqlen_new, p.heads_kv, p.batch), 64, 0, stream>>>(p);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the append kernel");
   }
   if (status.ok()) {
-    status = cuda_status(launch_kernel(kernel, dim3(num_splits, p.heads_kv * m_blocks, p.batch), dim3(Traits::kThreads),
-                                       kSmem, stream, dependent, p),
-                         "flashcore::forward_kvcache: launching the decode kernel");
+    kernel<<<dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream>>>(p);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the decode kernel");
   }
   if (status.ok() && num_splits > 1) {
     const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-    status = cuda_status(launch_kernel(&decode_combine_kernel<Element>, dim3(static_cast<unsigned>(query_rows)),
-                                       dim3(kCombineThreads), 0, stream, dependent, p, num_splits),
-                         "flashcore::forward_kvcache: launching the split combine kernel");
+    decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
+    status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the split combine kernel");
   }
   if (workspace != nullptr) {
     const Status freed = cuda_status(cudaFreeAsync(workspace, stream), "cudaFreeAsync(split workspace)");

@@ -25,7 +25,6 @@
 
 #include <cutlass/numeric_types.h>
 
-#include "cuda/common/dependent_launch.h"
 #include "cuda/params.h"
 #include "cuda/sm80/decode_epilogue.h"
 #include "cuda/sm80/decode_schedule.h"
@@ -110,8 +109,6 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
 
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __grid_constant__ DecodeParams p) {
-  wait_for_prior_grids();  // before any global access: launched as a dependent (common/dependent_launch.h)
-  allow_dependent_grids();
   using Element = typename Traits::Element;
   using namespace decode_mma;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -143,33 +140,16 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   const Element* k_base = static_cast<const Element*>(p.k_cache) + hk * p.k_cache_strides.head;
   const Element* v_base = static_cast<const Element*>(p.v_cache) + hk * p.v_cache_strides.head;
   const auto warp_stage = [&](int stage) { return smem + (stage * Traits::kWarps + warp) * 2 * Traits::kWarpTileElems; };
-  // A paged tile's addresses come from the block table: each lane reads the page ids of its keys
-  // (kLoadsPerLane of them) one tile ahead, into registers, so the read's latency overlaps a tile's
-  // math instead of stalling the warp in front of its cp.async (docs/kvcache.md, v4). At head dim
-  // 256 a lane loads 16 keys' chunks: 16 more registers spill its 128 accumulators, so it reads the
-  // block table in front of the loads as before.
-  constexpr int kLoadsPerLane = kWarpKeys * kChunks / 32;
-  static_assert(kWarpKeys * kChunks % 32 == 0, "whole warps of 16-byte chunks");
-  constexpr bool kPrefetchPages = kLoadsPerLane <= 8;
-  const bool paged = kPrefetchPages && p.block_table != nullptr;  // false: kv_offsets reads the table
-  int pages[kPrefetchPages ? kLoadsPerLane : 1];  // the page ids of the keys of the next tile this lane loads
-  const auto read_pages = [&](int tile) {
-#pragma unroll
-    for (int i = 0; i < (kPrefetchPages ? kLoadsPerLane : 0); ++i)
-      pages[i] = decode::page_of_key(p, w, b, tile * kBlockN + warp * kWarpKeys + (lane + 32 * i) / kChunks);
-  };
   const auto load_tile = [&](int tile, int stage) {
     Element* sk = warp_stage(stage);
     Element* sv = sk + Traits::kWarpTileElems;
 #pragma unroll
-    for (int i = 0; i < kLoadsPerLane; ++i) {
-      const int idx = lane + 32 * i;
+    for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
       const int n = idx / kChunks;
       const int c = idx % kChunks;
-      const int j = tile * kBlockN + warp * kWarpKeys + n;
       std::int64_t k_off = 0, v_off = 0;
-      const bool valid = c * 8 < p.head_dim && (paged ? decode::kv_offsets_in_page(p, w, j, pages[kPrefetchPages ? i : 0], &k_off, &v_off)
-                                                      : decode::kv_offsets(p, w, b, j, &k_off, &v_off));
+      const bool valid =
+          c * 8 < p.head_dim && decode::kv_offsets(p, w, b, tile * kBlockN + warp * kWarpKeys + n, &k_off, &v_off);
       decode::cp_async_16(sk + swizzled<kHeadDim>(n, c), valid ? k_base + k_off + c * 8 : k_base, valid);
       decode::cp_async_16(sv + swizzled<kHeadDim>(n, c), valid ? v_base + v_off + c * 8 : v_base, valid);
     }
@@ -178,13 +158,9 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   // The first tiles' loads go out before q is prepared, so the two latencies overlap.
 #pragma unroll
   for (int s = 0; s < Traits::kStages - 1; ++s) {
-    if (w.tile_begin + s < w.tile_end) {
-      if (paged) read_pages(w.tile_begin + s);
-      load_tile(w.tile_begin + s, s);
-    }
+    if (w.tile_begin + s < w.tile_end) load_tile(w.tile_begin + s, s);
     decode::cp_async_commit();
   }
-  if (paged && w.tile_begin + Traits::kStages - 1 < w.tile_end) read_pages(w.tile_begin + Traits::kStages - 1);
   // ---- q into shared memory: rotated, rounded to the dtype, zero past the rows and head_dim ----
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += Traits::kThreads) {
     const int r = idx / kChunks;
@@ -219,10 +195,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   for (int tile = w.tile_begin; tile < w.tile_end; ++tile) {
     const int ahead = tile + Traits::kStages - 1;
     __syncwarp();  // every lane is done reading the stage `ahead` reuses
-    if (ahead < w.tile_end) {
-      load_tile(ahead, (ahead - w.tile_begin) % Traits::kStages);
-      if (paged && ahead + 1 < w.tile_end) read_pages(ahead + 1);  // consumed next iteration
-    }
+    if (ahead < w.tile_end) load_tile(ahead, (ahead - w.tile_begin) % Traits::kStages);
     decode::cp_async_commit();
     decode::cp_async_wait<Traits::kStages - 1>();
     __syncwarp();  // the warp's chunks of `tile` are visible to every lane

@@ -81,27 +81,6 @@ __device__ __forceinline__ DecodeWork schedule(const DecodeParams& p, int b, int
   return w;
 }
 
-// The page holding key j (relative to the sequence's leftpad) of a paged cache, read from the block
-// table, or -1 for a key past the sequence or the capacity (nothing to read). Split from
-// kv_offsets_in_page so a kernel can read a tile's page ids one tile ahead of its loads: the block
-// table read is a dependent global load in front of every paged tile's cp.async (docs/kvcache.md, v4).
-__device__ __forceinline__ int page_of_key(const DecodeParams& p, const DecodeWork& w, int b, int j) {
-  const int pos = w.leftpad + j;
-  if (j >= w.seqlen_k || pos >= p.capacity) return -1;
-  return __ldg(p.block_table + b * p.block_table_stride + pos / p.page_size);
-}
-
-// Element offsets of key j in a paged cache whose page id `page` page_of_key read. False for no
-// key (-1) or an invalid page id: the caller zero-fills instead of reading.
-__device__ __forceinline__ bool kv_offsets_in_page(const DecodeParams& p, const DecodeWork& w, int j, int page,
-                                                   std::int64_t* k_off, std::int64_t* v_off) {
-  if (page < 0 || page >= p.num_pages) return false;  // guards even when the host skipped its check
-  const int slot = (w.leftpad + j) % p.page_size;
-  *k_off = page * p.k_cache_strides.batch + slot * p.k_cache_strides.row;
-  *v_off = page * p.v_cache_strides.batch + slot * p.v_cache_strides.row;
-  return true;
-}
-
 // Element offsets of key j (relative to the sequence's leftpad) in k_cache and v_cache, through
 // the block table for a paged cache. False (offsets unset) for a key past the sequence or the
 // capacity, or an invalid page id or cache row: the caller zero-fills instead of reading.
