@@ -5,7 +5,15 @@
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
-# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT.
+# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT (the device
+# tool returns at most 8 files: skip steps or pack them).
+#
+# Session 7 built the binaries on the (GPU-less) workstation and carried them:
+#   cmake -S . -B build/devkv -G Ninja -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
+#     -DFLASHCORE_KERNEL_FAMILIES=sm80 -DFLASHCORE_PASSES=decode -DFLASHCORE_BUILD_EXAMPLES=OFF \
+#     -DCUTLASS_DIR=... -DFLASHCORE_GTEST_SOURCE_DIR=...
+#   ninja -C build/devkv flashcore_gpu_tests flashcore_c
+#   then build/devkv/{tests/gpu/flashcore_gpu_tests,src/c_api/libflashcore_c.so} -> <carried copy>/build/devkv/
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
