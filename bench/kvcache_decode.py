@@ -13,7 +13,9 @@ Method:
   - The caches are rotated over enough independent copies that one replay reads more than 4x the
     L2 (50 MB on H100): the bytes come from HBM, not L2.
   - KV bytes = 2 (K and V) x batch x seqlen_k x heads_kv x head_dim x 2 bytes; the copy bandwidth is
-    a torch copy_ of a 2 GiB buffer, counting bytes read and written, the same method.
+    the fastest of three copies of a 2 GiB buffer (cudaMemcpyAsync, a plain Triton copy kernel,
+    torch's elementwise kernel; copy_bandwidth says how), counting bytes read and written, timed the
+    same way, measured before and after the rows.
   - SDPA gets its preferred layout, (batch, heads_kv, seqlen_k, head_dim) contiguous, enable_gqa=True;
     each backend that accepts the call is timed and the fastest kept (it has no paged cache: the
     paged rows compare with its contiguous time).
@@ -84,18 +86,75 @@ def time_graph(fn_of_copy, copies, calls, reps):
     return statistics.median(times)
 
 
+def profile_kernels(fn_of_copy, copies, calls=20):
+    """The GPU kernels of `calls` eager calls under torch.profiler: [{name, per_call, avg_us}], so a
+    row's time splits into its kernels (the decode kernel, the combine, cuDNN's own); launch gaps are
+    the rest of the graph-replay time."""
+    from torch.profiler import ProfilerActivity, profile
+    for i in range(copies):
+        fn_of_copy(i)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(calls):
+            fn_of_copy(i % copies)
+        torch.cuda.synchronize()
+    kernels = []
+    for e in prof.key_averages():
+        total = getattr(e, "self_device_time_total", None)
+        if total is None:
+            total = getattr(e, "self_cuda_time_total", 0)
+        if total and e.count:
+            kernels.append(dict(name=e.key[:120], per_call=e.count / calls, avg_us=total / e.count))
+    return sorted(kernels, key=lambda k: -k["avg_us"] * k["per_call"])
+
+
 def copy_bandwidth(reps):
-    """Device-copy bandwidth (bytes read + written per second) of a 2 GiB torch copy_, after a
-    warm-up that brings the clocks up (v1 measured the first copies at idle clocks: 2.44 TB/s)."""
-    n = 2 * 1024 ** 3 // 2
-    a = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    """The device-copy bandwidth the decode rows are judged against: bytes read + written per second
+    of three copies of a 2 GiB buffer, each after a warm-up that brings the clocks up (v1 measured the
+    first copies at idle clocks), the highest kept as the reference:
+      - memcpy: torch's copy_ of a contiguous same-dtype tensor, which is cudaMemcpyAsync device to device;
+      - triton_copy: a plain copy kernel (16-byte loads and stores, 4096 elements a program), when
+        Triton imports;
+      - elementwise: torch.neg into a second buffer (torch's vectorised elementwise kernel).
+    Also, for the record only, `read_only`: a sum over the buffer (bytes read per second), since a
+    decode step only reads. Returns (reference bytes/s, {name: bytes/s})."""
+    n = 2 * 1024 ** 3 // 4
+    a = torch.empty(n, dtype=torch.float32, device="cuda")
     b = torch.empty_like(a)
     a.fill_(1.0)
-    for _ in range(20):
-        b.copy_(a)
+    copies = {"memcpy": lambda i: b.copy_(a), "elementwise": lambda i: torch.neg(a, out=b)}
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _copy(src, dst, count, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(dst + offs, tl.load(src + offs, mask=offs < count), mask=offs < count)
+
+        grid = (triton.cdiv(n, 4096),)
+        copies["triton_copy"] = lambda i: _copy[grid](a, b, n, BLOCK=4096, num_warps=8)
+    except Exception as e:  # noqa: BLE001 - no Triton: the other two stand
+        print(f"triton copy kernel skipped: {type(e).__name__}: {e}", flush=True)
+    results = {}
+    for name, fn in copies.items():
+        try:
+            for _ in range(20):
+                fn(0)
+            torch.cuda.synchronize()
+            ms = time_graph(fn, 1, 10, reps)
+            results[name] = 2 * a.numel() * 4 / (ms * 1e-3)
+        except Exception as e:  # noqa: BLE001
+            print(f"copy {name} failed: {type(e).__name__}: {e}", flush=True)
+    out = torch.empty((), dtype=torch.float32, device="cuda")
+    for _ in range(5):
+        torch.sum(a, dim=0, out=out)
     torch.cuda.synchronize()
-    ms = time_graph(lambda i: b.copy_(a), 1, 10, reps)
-    return 2 * a.numel() * 2 / (ms * 1e-3), ms
+    ms = time_graph(lambda i: torch.sum(a, dim=0, out=out), 1, 10, reps)
+    read_only = a.numel() * 4 / (ms * 1e-3)
+    del a, b
+    torch.cuda.empty_cache()
+    return max(results.values()), dict(results, read_only=read_only)
 
 
 def main():
@@ -112,6 +171,8 @@ def main():
     parser.add_argument("--out", default="bench/results/kvcache_decode.json")
     parser.add_argument("--skip-sdpa", action="store_true")
     parser.add_argument("--label", default="", help="suffix of the flashcore rows' impl name")
+    parser.add_argument("--profile-batches", default="",
+                        help="BATCH,..: also list the kernels (torch.profiler, eager) of these batches' default rows")
     parser.add_argument("--split-sweep", default="",
                         help="BATCH:S1/S2/..,BATCH:..: also time the contiguous cache with these forced num_splits")
     args = parser.parse_args()
@@ -120,8 +181,9 @@ def main():
 
     torch.manual_seed(0)
     dev = torch.cuda.get_device_properties(0)
-    copy_bps, copy_ms = copy_bandwidth(args.reps)
-    print(f"{dev.name}: device copy {copy_bps / 1e12:.3f} TB/s (2 GiB, read + write)", flush=True)
+    copy_bps, copy_all = copy_bandwidth(args.reps)
+    print(f"{dev.name}: device copy {copy_bps / 1e12:.3f} TB/s (2 GiB, read + write; "
+          + ", ".join(f"{k} {v / 1e12:.3f}" for k, v in copy_all.items()) + ")", flush=True)
     H, HKV, D, SK = args.heads, args.heads_kv, args.head_dim, args.seqlen_k
     rows = []
     backends = {
@@ -130,6 +192,7 @@ def main():
         "sdpa_efficient": torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,
         "sdpa_math": torch.nn.attention.SDPBackend.MATH,
     }
+    profile_batches = {int(b) for b in args.profile_batches.split(",") if b}
     for batch in [int(b) for b in args.batches.split(",")]:
         kv_bytes = 2 * batch * SK * HKV * D * 2
         copies = max(1, math.ceil(4 * L2_BYTES / kv_bytes))
@@ -152,6 +215,8 @@ def main():
                 row.update(ms=ms, timing=how, reason=None)
                 if sdpa_best is None or ms < sdpa_best[1]:
                     sdpa_best = (name, ms)
+                if batch in profile_batches and name != "sdpa_math":
+                    row["kernels_profile"] = profile_kernels(call, copies)
             except Exception as e:  # a backend that refuses the shape: recorded with its reason
                 row.update(ms=None, reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
             rows.append(row)
@@ -186,13 +251,17 @@ def main():
                 row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
                            num_splits=forced_splits or "auto",
                            decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
-                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or 2))
+                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or (2 if page else 3)),
+                           workspace=os.environ.get("FLASHCORE_DECODE_WORKSPACE") or "stream-ordered")
                 try:
                     ms, how = time_call(call, copies, args.calls, args.reps)
                     bps = kv_bytes / (ms * 1e-3)
-                    row.update(ms=ms, timing=how, kv_tbps=bps / 1e12, frac_of_copy=bps / copy_bps, reason=None)
+                    row.update(ms=ms, timing=how, kv_tbps=bps / 1e12, frac_of_copy=bps / copy_bps,
+                               frac_of_read_only=bps / copy_all["read_only"], reason=None)
                     if sdpa_best is not None:
                         row.update(sdpa_best=sdpa_best[0], speedup_vs_sdpa_best=sdpa_best[1] / ms)
+                        row["speedup_vs_sdpa"] = {r["impl"]: r["ms"] / ms for r in rows
+                                                  if r["batch"] == batch and r["impl"].startswith("sdpa") and r.get("ms")}
                     # Correctness spot check against SDPA (float32 math) on copy 0.
                     out = call(0)
                     if page == 0:
@@ -204,6 +273,10 @@ def main():
                         q.transpose(1, 2).float(), kk.transpose(1, 2).float(), vv.transpose(1, 2).float(),
                         enable_gqa=True).transpose(1, 2)
                     row["max_abs_diff_vs_fp32"] = (out.float() - ref).abs().max().item() if not append else None
+                    if batch in profile_batches and not append and not forced_splits:
+                        row["kernels_profile"] = profile_kernels(call, copies)
+                        print("  kernels:", [(k["name"][:50], round(k["per_call"], 2), round(k["avg_us"], 2))
+                                             for k in row["kernels_profile"]], flush=True)
                 except Exception as e:
                     row.update(ms=None, reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 rows.append(row)
@@ -217,7 +290,7 @@ def main():
                 r["kv_tbps"] = kv_bytes / (r["ms"] * 1e-3) / 1e12
                 r["frac_of_copy"] = kv_bytes / (r["ms"] * 1e-3) / copy_bps
                 print({k: r[k] for k in ("impl", "batch", "ms", "kv_tbps", "frac_of_copy")}, flush=True)
-    copy_end_bps, _ = copy_bandwidth(args.reps)
+    copy_end_bps, copy_end_all = copy_bandwidth(args.reps)
     print(f"device copy at the end: {copy_end_bps / 1e12:.3f} TB/s", flush=True)
     for r in rows:
         r["pass"] = r.pop("pass_")
@@ -229,8 +302,11 @@ def main():
         context=dict(gpu=dev.name, sm_count=dev.multi_processor_count, torch=torch.__version__,
                      cuda=torch.version.cuda, python=platform.python_version(), commit=commit,
                      date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                     copy_bandwidth_tbps=copy_bps / 1e12, copy_ms_2gib=copy_ms,
-                     copy_bandwidth_end_tbps=copy_end_bps / 1e12),
+                     copy_bandwidth_tbps=copy_bps / 1e12,
+                     copy_bandwidths_tbps={k: v / 1e12 for k, v in copy_all.items()},
+                     copy_bandwidth_end_tbps=copy_end_bps / 1e12,
+                     copy_bandwidths_end_tbps={k: v / 1e12 for k, v in copy_end_all.items()},
+                     env={k: v for k, v in os.environ.items() if k.startswith("FLASHCORE_")}),
         method=__doc__, settings=vars(args), rows=rows)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

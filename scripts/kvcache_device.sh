@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
-# 3-stage variant and the FP32-FMA one on subsets), compute-sanitizer memcheck on small cases, the
-# Python tests on CUDA, and the decode benchmark (bench/kvcache_decode.py). Runs on binaries built
+# 2- and 3-stage variants and the FP32-FMA one on subsets), compute-sanitizer
+# memcheck and racecheck on small cases, the Python tests on CUDA, and the decode benchmark
+# (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
-# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT.
+# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT (the device
+# tool returns at most 8 files: skip steps or pack them).
+#
+# Session 7 built the binaries on the (GPU-less) workstation and carried them:
+#   cmake -S . -B build/devkv -G Ninja -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
+#     -DFLASHCORE_KERNEL_FAMILIES=sm80 -DFLASHCORE_PASSES=decode -DFLASHCORE_BUILD_EXAMPLES=OFF \
+#     -DCUTLASS_DIR=... -DFLASHCORE_GTEST_SOURCE_DIR=...
+#   ninja -C build/devkv flashcore_gpu_tests flashcore_c
+#   then build/devkv/{tests/gpu/flashcore_gpu_tests,src/c_api/libflashcore_c.so} -> <carried copy>/build/devkv/
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -29,6 +38,7 @@ gtest() {  # name, env assignment or "", filter
 step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 wanted mma && gtest mma "" '*KvCache*'
+wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 if wanted memcheck; then
@@ -38,6 +48,13 @@ if wanted memcheck; then
     >"$out/memcheck.txt" 2>&1
   echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.txt" | tr '\n' ' ')" | tee -a "$log"
 fi
+if wanted racecheck; then
+  step "compute-sanitizer racecheck"
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" \
+    --gtest_filter="${RACECHECK_FILTER:-CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
+    >"$out/racecheck.txt" 2>&1
+  echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck.txt" | tr '\n' ' ')" | tee -a "$log"
+fi
 if wanted pytest; then
   step "python tests on cuda"
   PYTHONPATH=python timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_kvcache.py -k cuda \
@@ -46,13 +63,18 @@ if wanted pytest; then
 fi
 if wanted bench; then
   step "decode benchmark"
-  PYTHONPATH=python timeout 150 python3 -W ignore bench/kvcache_decode.py --append --split-sweep "${SWEEP:-}" \
-    --out "$out/bench.json" 2>&1 | tee -a "$log"
+  PYTHONPATH=python timeout 180 python3 -W ignore bench/kvcache_decode.py --append --split-sweep "${SWEEP:-}" \
+    --profile-batches "${PROFILE:-1,8}" --out "$out/bench.json" 2>&1 | tee -a "$log"
 fi
-if wanted bench3; then
-  step "decode benchmark, 3 stages"
-  FLASHCORE_DECODE_STAGES=3 PYTHONPATH=python timeout 60 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
-    --label _3stages --out "$out/bench_3stages.json" 2>&1 | tee -a "$log"
+if wanted bench2; then
+  step "decode benchmark, 2 stages"
+  FLASHCORE_DECODE_STAGES=2 PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --label _2stages --out "$out/bench_2stages.json" 2>&1 | tee -a "$log"
+fi
+if wanted bench_static; then
+  step "decode benchmark, static split workspace (measurement only)"
+  FLASHCORE_DECODE_WORKSPACE=static PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --label _static_ws --out "$out/bench_static_ws.json" 2>&1 | tee -a "$log"
 fi
 if wanted fma_bench; then
   step "decode benchmark, FP32-FMA kernel"

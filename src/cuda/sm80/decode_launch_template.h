@@ -36,13 +36,44 @@ inline bool use_fma_decode_kernel() {
 // Pipeline depth of the tensor-core kernel. Measured on the H100 (docs/kvcache.md, v2): three
 // stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
 // but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
-// resident warps, not by deeper pipelines). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
+// resident warps, not by deeper pipelines; v4 measured a one-tile-ahead read of the page ids and
+// found it slower still). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
 inline int decode_stages(bool paged) {
   static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
     return env == nullptr ? 0 : std::atoi(env);
   }();
   return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
+}
+
+// FLASHCORE_DECODE_WORKSPACE=static, for measurement only: the split workspace is one buffer per
+// device, kept for the process (grown with cudaMalloc), instead of cudaMallocAsync / cudaFreeAsync
+// on the stream each call. It shows what the allocation costs a decode step (under CUDA graphs it
+// is an alloc and a free node around the kernels: v4 measured 3-4 us a call at batch 1 and 8). Not
+// safe with calls on concurrent streams; the library's answer is a workspace the caller passes
+// (docs/kvcache.md, where to pick up).
+inline bool decode_static_workspace() {
+  static const bool on = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_WORKSPACE");
+    return env != nullptr && std::strcmp(env, "static") == 0;
+  }();
+  return on;
+}
+
+inline Status static_decode_workspace(int device, size_t bytes, void** workspace) {
+  constexpr int kDevices = 64;
+  static void* buffers[kDevices] = {};
+  static size_t sizes[kDevices] = {};
+  if (device < 0 || device >= kDevices) return Status::NotSupported("FLASHCORE_DECODE_WORKSPACE=static: device ordinal");
+  if (sizes[device] < bytes) {
+    if (buffers[device] != nullptr) FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFree(buffers[device]));
+    buffers[device] = nullptr;
+    sizes[device] = 0;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffers[device], bytes));
+    sizes[device] = bytes;
+  }
+  *workspace = buffers[device];
+  return Status::Ok();
 }
 
 template <class Traits, class Kernel>
@@ -71,9 +102,15 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   void* workspace = nullptr;
   if (num_splits > 1) {
     const std::int64_t partial_rows = static_cast<std::int64_t>(num_splits) * p.batch * p.heads_q * p.seqlen_q;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(
-        cudaMallocAsync(&workspace, static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float), stream));
-    p.o_accum = static_cast<float*>(workspace);
+    const size_t bytes = static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float);
+    if (decode_static_workspace()) {
+      void* shared = nullptr;
+      FLASHCORE_RETURN_IF_ERROR(static_decode_workspace(p.device.ordinal, bytes, &shared));
+      p.o_accum = static_cast<float*>(shared);
+    } else {
+      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace, bytes, stream));
+      p.o_accum = static_cast<float*>(workspace);
+    }
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
   }
   Status status = Status::Ok();
