@@ -10,6 +10,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "cpu/parallel_for.h"
+#include "cpu/reference_dropout.h"
 
 namespace flashcore::accuracy {
 namespace {
@@ -27,6 +28,7 @@ struct Problem {
   float softcap;
   const double* alibi_slopes;
   bool alibi_per_batch;
+  cpu::ReferenceDropout dropout;  // attention.h's keep mask, as the reference draws it
   int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
   float slope(int64_t b, int64_t h) const {
     return alibi_slopes == nullptr ? 0.0f : static_cast<float>(alibi_slopes[(alibi_per_batch ? b * heads_q : 0) + h]);
@@ -34,9 +36,15 @@ struct Problem {
 };
 
 Problem problem_of(const ReferenceProblem& r, DType dtype) {
+  cpu::ReferenceDropout dropout;
+  dropout.p = static_cast<float>(r.dropout_p);  // the float the API takes
+  dropout.seed = r.dropout_seed;
+  dropout.offset = r.dropout_offset;
+  dropout.heads_q = r.heads_q;
+  dropout.batch0 = r.dropout_first_batch;
   return {r.batch,  r.seqlen_q, r.seqlen_k, r.heads_q, r.heads_kv, r.head_dim,
           r.causal, static_cast<float>(r.softmax_scale), dtype, r.window_left, r.window_right,
-          static_cast<float>(r.softcap), r.alibi_slopes, r.alibi_slopes_per_batch};
+          static_cast<float>(r.softcap), r.alibi_slopes, r.alibi_slopes_per_batch, dropout};
 }
 
 double round_float(DType dtype, float value) {
@@ -143,7 +151,8 @@ BaselineForward baseline_forward(const ReferenceProblem& problem, DType dtype, c
       result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, keys, probs, dscore);
       std::fill(out_row.begin(), out_row.end(), 0.0f);
       for (int64_t e = 0; e < keys.size(); ++e) {
-        const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+        const float z = static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e));
+        const float p16 = static_cast<float>(round_float(p.dtype, probs[e] * z));
         const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
         for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
       }
@@ -182,12 +191,14 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
         const double* doi = &dout[at.q_row(b, i, h)];
         float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
         for (int64_t e = 0; e < keys.size(); ++e) {
-          dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim);
+          dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim) *
+                      static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e));
           p_dot_dp += probs[e] * dprobs[e];
         }
         for (int64_t e = 0; e < keys.size(); ++e) {
           const int64_t j = keys.begin + e;
-          const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+          const float p16 =
+              static_cast<float>(round_float(p.dtype, probs[e] * static_cast<float>(p.dropout.factor(b, h, i, j))));
           const float ds16 =
               static_cast<float>(round_float(p.dtype, probs[e] * (dprobs[e] - p_dot_dp) * dscore[e]));
           for (int64_t d = 0; d < head_dim; ++d) {

@@ -11,6 +11,8 @@
 //                     (kScoreMod: S through softcap/ALiBi first, common/score_mod.h; the
 //                     window exists only in the kWindow and kScoreMod kernels)
 //                dS = P (dP - D)                       (times 1 - tanh² with softcap)
+//                     (kScoreMod, a uniform branch: dropout's Z, common/dropout.h, drawn again:
+//                      dP *= Z before, P *= Z after, so dV gets P Z and dS = P (Z dP - D))
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
 //                dQ_partial = dS K  -> added into the fp32 workspace (sm90: per-warp bulk
@@ -28,6 +30,7 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/sm80/copy.h"
+#include "cuda/common/dropout.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
 #include "cuda/common/kernel_variant.h"
@@ -265,6 +268,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         // 1 with a softcap, 0 without: dscore = 1 - capped² * this, no branch per element.
         [[maybe_unused]] const float tanh_weight = params.softcap > 0.0f ? 1.0f : 0.0f;
         [[maybe_unused]] const ScoreMod::Distance distance(mask.diagonal(), tScS, m0, n0);
+        // Dropout: the keep bits of this tile's entries, one bit each (attention.h).
+        [[maybe_unused]] std::uint32_t keep[(kRows * kCols + 31) / 32];
+        if constexpr (kScoreMod) {
+          if (params.has_dropout) {
+            const TileDropout dropout(params, batch, head);
+            dropout.keep_bits<16 * Traits::kAtomMSdP, 8 * (Traits::kNWarps / Traits::kAtomMSdP), kRows, kCols>(
+                keep, m0 + get<0>(tScS_rc(0, 0)), n0 + get<1>(tScS_rc(0, 0)));
+            TileDropout::apply<kRows, kCols>(dp, keep, params.dropout_scale);
+          }
+        }
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           const int row = get<0>(tScS_rc(r, 0));
@@ -293,6 +306,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
               dp(r, c) = p * (dp(r, c) - row_dsum);
             }
           }
+        }
+        if constexpr (kScoreMod) {
+          if (params.has_dropout) TileDropout::apply<kRows, kCols>(scores, keep, params.dropout_scale);
         }
         Tensor rP = convert_fragment<Element>(acc_s);
         Tensor rdS = convert_fragment<Element>(acc_dp);
