@@ -11,10 +11,11 @@ again. As in flash_attn, dropout applies whenever dropout_p > 0 (pass 0.0 in eva
 return_attn_probs=True returns (out, softmax_lse, S_dmask) as flash_attn 2.x does: S_dmask is None
 without dropout (flash_attn refuses that case), else a float32 (batch, nheads, seqlen_q rounded up
 to 128, seqlen_k rounded up to 128) tensor (varlen: max_seqlen_q/k rounded) whose sign bit is the
-dropout mask (negative: dropped) and whose magnitude is the softmax probability P_ij of the scores
-the call used, computed here with torch from q, k and the LSE; 0 outside the mask and in the
-padding. flash_attn's magnitude is its kernel's block-wise unnormalised P instead (its tests undo
-that with normalize_flash_attn_S); the mask bits are the same idea. Meant for small test shapes: it
+dropout mask (negative: dropped) and whose magnitude is the unnormalised probability as flash_attn's
+kernel leaves it: exp(s_ij - m), m the row's running max when key block j // 128 was processed
+(blocks go last to first, so m is the max over blocks j // 128 .. end), which flash_attn's tests
+undo with normalize_flash_attn_S (the fa_compat shim's _get_block_size_n says 128). Computed here
+with torch from q and k; 0 outside the mask and in the padding. Meant for small test shapes: it
 materialises seqlen_q x seqlen_k.
 
 block_table (the paged KV cache of flash_attn_varlen_func) raises NotImplementedError; no option is
@@ -80,7 +81,7 @@ def _check_dropout_p(dropout_p):
                     f"{dropout_p!r}")
 
 
-def _attn_probs(q, k, lse, scale, causal, window_size, softcap, alibi_slopes, keep, padded_q, padded_k):
+def _attn_probs(q, k, scale, causal, window_size, softcap, alibi_slopes, keep, padded_q, padded_k):
     """S_dmask for one dense (batch, seqlen, nheads, headdim) call (see the module docstring)."""
     batch, seqlen_q, nheads, _ = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -102,8 +103,12 @@ def _attn_probs(q, k, lse, scale, causal, window_size, softcap, alibi_slopes, ke
         visible &= offset <= right
     if left >= 0:
         visible &= offset >= -left
-    p = torch.where(visible, torch.exp(s - lse.view(batch, nheads, seqlen_q, 1).float()), 0.0)
-    p = torch.nan_to_num(p, nan=0.0)
+    s = s.masked_fill(~visible, float("-inf"))
+    # The running max of key blocks of 128 taken last to first: for block t, the max over t .. end.
+    block_max = torch.stack([blk.amax(dim=-1) for blk in s.split(128, dim=-1)], dim=-1)
+    running = torch.cummax(block_max.flip(-1), dim=-1).values.flip(-1)
+    running = running.repeat_interleave(128, dim=-1)[..., :seqlen_k]
+    p = torch.nan_to_num(torch.exp(s - running), nan=0.0)
     signed = torch.where(keep, p, -p)
     result = torch.zeros(batch, nheads, padded_q, padded_k, device=q.device, dtype=torch.float32)
     result[:, :, :seqlen_q, :seqlen_k] = signed
@@ -173,7 +178,7 @@ def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softc
         if varlen is None:
             keep = _dropout.keep_mask(q.shape[0], q.shape[2], q.shape[1], k.shape[1], dropout_p, seed, offset,
                                       q.device)
-            s_dmask = _attn_probs(q, k, lse, scale, causal, window_size, softcap, alibi_slopes, keep,
+            s_dmask = _attn_probs(q, k, scale, causal, window_size, softcap, alibi_slopes, keep,
                                   _round128(q.shape[1]), _round128(k.shape[1]))
         else:
             cu_q, cu_k = packed[0].tolist(), packed[1].tolist()
@@ -186,9 +191,8 @@ def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softc
                 keep = _dropout.keep_mask(1, q.shape[1], nq, nk, dropout_p, seed, offset, q.device, batch0=b)
                 slopes = alibi_slopes[b] if alibi_slopes is not None and alibi_slopes.dim() == 2 else alibi_slopes
                 s_dmask[b:b + 1, :, :nq, :nk] = _attn_probs(
-                    q[cu_q[b]:cu_q[b + 1]].unsqueeze(0), k[cu_k[b]:cu_k[b + 1]].unsqueeze(0),
-                    lse[:, cu_q[b]:cu_q[b + 1]].unsqueeze(0), scale, causal, window_size, softcap, slopes, keep, nq,
-                    nk)
+                    q[cu_q[b]:cu_q[b + 1]].unsqueeze(0), k[cu_k[b]:cu_k[b + 1]].unsqueeze(0), scale, causal,
+                    window_size, softcap, slopes, keep, nq, nk)
     return out, lse, s_dmask
 
 
