@@ -203,18 +203,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
 
     softmax.update(acc_s, acc_o, softmax_scale_log2);
+    Tensor rP = convert_fragment<Element>(acc_s);
     if constexpr (kScoreMod) {
-      if (params.has_dropout) {
-        Tensor probs = make_tensor(acc_s.data(), accumulator_as_rows_cols(acc_s.layout()));  // (rows, cols)
-        constexpr int kRowsS = decltype(size<0>(probs))::value;
-        constexpr int kColsS = decltype(size<1>(probs))::value;
-        std::uint32_t keep[(kRowsS * kColsS + 31) / 32];
-        dropout.keep_bits<16 * Traits::kNWarps, 8, kRowsS, kColsS>(keep, m0 + get<0>(tScS(0)),
-                                                                    n * kBlockN + get<1>(tScS(0)));
-        TileDropout::apply<kRowsS, kColsS>(probs, keep, 1.0f);
+      if (params.has_dropout) {  // after the row sums, on the 16-bit P (common/dropout.h)
+        constexpr int kRowsS = decltype(size<0>(accumulator_as_rows_cols(acc_s.layout())))::value;
+        constexpr int kColsS = decltype(size<1>(accumulator_as_rows_cols(acc_s.layout())))::value;
+        Tensor pairs = recast<std::uint32_t>(rP);  // (2 columns of a row) per entry, flat
+        dropout.zero_dropped_pairs<16 * Traits::kNWarps, 8, kRowsS, kColsS>(pairs, m0 + get<0>(tScS(0)),
+                                                                            n * kBlockN + get<1>(tScS(0)));
       }
     }
-    Tensor rP = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
     gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, smem_thr_copy_v.partition_S(sVt_at(stage)), smem_copy_v, tid);
     if constexpr (kStagesKV == 2) stage ^= 1;
