@@ -77,8 +77,9 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
 // terms summed in different orders (dP = dO·V by the tensor cores, D = rowsum(dO·O) with O = V),
 // each off by at most d·2^-24·Σ|dO_i V_i|. This returns the largest |dq| (`for_dq`) or |dk| that
 // error can produce: scale · |dS| bound · max|k| for dq, and for dk the same summed over the
-// query rows that share the key (seqlen_q · heads_q / heads_kv). Results are judged by
-// max|got| <= this bound + 1 ulp of it.
+// query rows that share the key (seqlen_q · heads_q / heads_kv). With dropout O is Z·V rounded to
+// the dtype (Z = 1/(1 - p)), so D gains up to Z·u·Σ|dO_i V_i| (u the dtype's unit roundoff), which the
+// bound adds. Results are judged by max|got| <= this bound + 1 ulp of it.
 double single_key_gradient_bound(const ReferenceProblem& problem, DType dtype, const std::vector<double>& q,
                                  const std::vector<double>& k, const std::vector<double>& v,
                                  const std::vector<double>& dout, bool for_dq);

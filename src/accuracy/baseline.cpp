@@ -178,6 +178,7 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
   std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> dprobs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> dscore_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> out_row_of(static_cast<size_t>(workers), std::vector<float>(head_dim));
   cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
     const int64_t b = task / p.heads_kv;
     const int64_t hk = task % p.heads_kv;
@@ -194,6 +195,23 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
           dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim) *
                       static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e));
           p_dot_dp += probs[e] * dprobs[e];
+        }
+        if (p.dropout.on() && keys.size() > 0) {
+          // With dropout, sum P dP (= sum P Z dO·V) is formed as every flash backward forms it,
+          // D = dO · O from the forward's O rounded to the dtype: O = Z-scaled values are larger
+          // than V, and their rounding is part of what a same-precision implementation pays.
+          std::vector<float>& o_row = out_row_of[static_cast<size_t>(worker)];
+          std::fill(o_row.begin(), o_row.end(), 0.0f);
+          for (int64_t e = 0; e < keys.size(); ++e) {
+            const float weight = static_cast<float>(
+                round_float(p.dtype, probs[e] * static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e))));
+            const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
+            for (int64_t c = 0; c < head_dim; ++c) o_row[c] += weight * static_cast<float>(vj[c]);
+          }
+          p_dot_dp = 0.0f;
+          for (int64_t c = 0; c < head_dim; ++c) {
+            p_dot_dp += static_cast<float>(doi[c]) * static_cast<float>(round_float(p.dtype, o_row[c]));
+          }
         }
         for (int64_t e = 0; e < keys.size(); ++e) {
           const int64_t j = keys.begin + e;

@@ -115,7 +115,15 @@ double single_key_gradient_bound(const ReferenceProblem& p, DType dtype, const s
   }
   double max_other = 0.0;
   for (double x : for_dq ? k : q) max_other = std::max(max_other, std::fabs(x));
-  const double ds_bound = 2.0 * static_cast<double>(d) * std::ldexp(1.0, -24) * max_dot * (1.0 + std::ldexp(1.0, -7));
+  double ds_bound = 2.0 * static_cast<double>(d) * std::ldexp(1.0, -24) * max_dot * (1.0 + std::ldexp(1.0, -7));
+  if (p.dropout_p > 0.0) {
+    // With dropout a kept row's O is Z v rounded to the dtype (Z = 1 / (1 - p)), no longer v itself:
+    // D = dO · O then differs from Z dO · V by up to Z * sum |dO V| times the dtype's unit roundoff.
+    const double unit = dtype == DType::kBFloat16 ? std::ldexp(1.0, -8)
+                        : dtype == DType::kFloat16 ? std::ldexp(1.0, -11)
+                                                    : std::ldexp(1.0, -24);
+    ds_bound += (1.0 / (1.0 - p.dropout_p)) * max_dot * unit * (1.0 + std::ldexp(1.0, -7));
+  }
   const double rows = for_dq ? 1.0 : static_cast<double>(p.seqlen_q * group);
   const double bound = std::fabs(p.softmax_scale) * ds_bound * max_other * rows;
   return bound + ulp_at(dtype, bound);
