@@ -44,6 +44,30 @@
 //            max); offsets on a GPU are not read by the validation (that would synchronise), so
 //            bad ones there give undefined results within the tensors' bounds. A sequence may be
 //            empty; one with queries but no keys gives output 0 and LSE -inf.
+//   dropout: dropout_p in [0, 1), 0 = off (training; flash_attn 2.x's semantics). After the softmax,
+//            each probability P_ij is kept and scaled by 1 / (1 - dropout_p), or dropped to 0:
+//              out_i = sum_j P_ij Z_ij v_j,   Z_ij = keep_ij / (1 - dropout_p)
+//            The LSE stays the softmax's (before dropout). The backward must be given the forward's
+//            dropout_p, seed and offset: it draws the same keep_ij again (nothing is stored) and
+//            returns the gradients of that same function (dv_j = sum_i P_ij Z_ij dout_i, dP_ij =
+//            Z_ij dout_i · v_j, dS_ij = P_ij (dP_ij - dout_i · out_i)).
+//            keep_ij is decided by one random byte, as flash_attn 2.x does:
+//              keep_ij  iff  byte(b, h, i, j) <= floor(255 * (1 - dropout_p))
+//            so a probability is kept with (floor(255 (1 - p)) + 1) / 256 (0.8984 for p = 0.1) while
+//            kept values are scaled by exactly 1 / (1 - p), as there. The byte of (batch b, query head
+//            h, query row i, key column j) is drawn from Philox4x32-10 (src/common/philox.h) with
+//              key      (low 32 bits of dropout_seed, high 32 bits of dropout_seed)
+//              counter  x = (i / 16) * 8 + i % 8
+//                       y = ((j / 64) * 4 + (j % 8) / 2) * 2 + (j / 8) % 2
+//                       z = b * heads_q + h
+//                       w = dropout_offset
+//              byte     ((i % 16) / 8) * 2 + j % 2 (0 = least significant) of output word (j % 64) / 16
+//            (one draw serves rows i and i + 8 of a 16-row group and 8 columns of a 64-column group,
+//            exactly the entries one GPU thread holds of a tensor-core tile, so a kernel spends one
+//            Philox call per 16 probabilities). i and j are row and column of the score matrix of
+//            sequence b (varlen: within the sequence), whatever the layout. Every backend (float64
+//            reference, CPU flash, CUDA kernels) draws this same mask, so results compare element
+//            for element. batch * heads_q must be below 2^32.
 //
 // Non-finite inputs (NaN or ±inf in q, k or v) give what the plain formula
 // softmax(s) = exp(s - max s) / sum exp(s - max s) computes over the keys a row sees; masked keys
@@ -122,6 +146,10 @@ struct ForwardParams {
   TensorView cu_seqlens_k;  // int32 (batch + 1)
   std::int64_t max_seqlen_q = 0;
   std::int64_t max_seqlen_k = 0;
+  // Dropout (see "dropout" above): 0 = off. The backward must be given the forward's three values.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
 };
 
 struct BackwardParams {
@@ -156,6 +184,10 @@ struct BackwardParams {
   TensorView cu_seqlens_k;
   std::int64_t max_seqlen_q = 0;
   std::int64_t max_seqlen_k = 0;
+  // The forward's dropout.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
 };
 
 Status forward(const ForwardParams& params);

@@ -43,7 +43,7 @@ extern "C" {
 
 /* Bumped whenever a struct layout or a function signature below changes, so a binding can refuse
  * a library it was not written for. */
-#define FLASHCORE_C_ABI_VERSION 3
+#define FLASHCORE_C_ABI_VERSION 4
 
 /* flashcore_tensor.dtype */
 enum {
@@ -152,6 +152,12 @@ typedef struct flashcore_options {
   const flashcore_tensor* cu_seqlens_k;
   int64_t max_seqlen_q;
   int64_t max_seqlen_k;
+  /* Dropout (flashcore/attention.h, "dropout"; ABI version 4): dropout_p in [0, 1), 0 (the default)
+   * = off; the Philox stream's 64-bit seed and 32-bit offset. The backward must be given the
+   * forward's three values. */
+  float dropout_p;
+  uint64_t dropout_seed;
+  uint32_t dropout_offset;
 } flashcore_options;
 
 /* Fills *options with the defaults (window_left and window_right -1, every other field 0 or NULL)

@@ -32,6 +32,11 @@ struct ReferenceProblem {
   // ALiBi slopes, or null: (heads_q) values, or (batch, heads_q) when alibi_slopes_per_batch.
   const double* alibi_slopes = nullptr;
   bool alibi_slopes_per_batch = false;
+  // Dropout, as attention.h defines it (its Philox stream): 0 = off.
+  double dropout_p = 0.0;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
+  std::int64_t dropout_first_batch = 0;  // the stream's batch index of batch 0 (one varlen sequence alone)
 };
 
 // num_threads: 0 uses every hardware thread; the result does not depend on it.

@@ -10,7 +10,7 @@ import os
 import pathlib
 
 MAX_RANK = 4
-ABI_VERSION = 3  # FLASHCORE_C_ABI_VERSION this binding was written for
+ABI_VERSION = 4  # FLASHCORE_C_ABI_VERSION this binding was written for
 
 # flashcore_tensor.dtype / .device codes and the backend codes (c_api.h).
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32, DTYPE_INT32 = 0, 1, 2, 3
@@ -66,6 +66,9 @@ class COptions(ctypes.Structure):
         ("cu_seqlens_k", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
+        ("dropout_p", ctypes.c_float),
+        ("dropout_seed", ctypes.c_uint64),
+        ("dropout_offset", ctypes.c_uint32),
     ]
 
 
@@ -74,13 +77,15 @@ _OPTIONS_SIZE = ctypes.sizeof(COptions)
 
 def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
             num_threads=0, stream=None, workspace=None, workspace_bytes=0, window_left=-1, window_right=-1,
-            softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+            softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
+            dropout_p=0.0, dropout_seed=0, dropout_offset=0):
     """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim));
     alibi_slopes and cu_seqlens_q/k are addresses of flashcore_tensor descriptors (see
     _tensors.pack) or None."""
     return COptions(_OPTIONS_SIZE, softmax_scale is not None, 0.0 if softmax_scale is None else softmax_scale, causal,
                     deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes, window_left,
-                    window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                    window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    dropout_p, dropout_seed, dropout_offset)
 
 
 class CKvCacheOptions(ctypes.Structure):

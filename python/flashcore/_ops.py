@@ -44,9 +44,11 @@ def _lse_shape(q, varlen):
 
 
 def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
-                cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+                cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dropout_p=0.0, dropout_seed=0,
+                dropout_offset=0):
     """(out, lse) from the library; out is contiguous whatever q's strides. With cu_seqlens_q/k the
-    tensors are packed (total, nheads, headdim) sequences (flash_attn's varlen layout)."""
+    tensors are packed (total, nheads, headdim) sequences (flash_attn's varlen layout). dropout_p > 0:
+    dropout with the library's Philox stream keyed by (dropout_seed, dropout_offset)."""
     out = torch.empty_like(q, memory_format=_CONTIGUOUS)
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=_FLOAT32)
     descriptors, views = pack(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
@@ -54,7 +56,8 @@ def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1,
     options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads,
                                        window_left=window_left, window_right=window_right, softcap=softcap,
                                        alibi_slopes=views[5], cu_seqlens_q=views[6], cu_seqlens_k=views[7],
-                                       max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k))
+                                       max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, dropout_p=dropout_p,
+                                       dropout_seed=dropout_seed, dropout_offset=dropout_offset))
     if guard is None:
         status = lib.forward(*views[:5], options)
     else:
@@ -67,8 +70,8 @@ def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1,
 
 def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1,
                  softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
-                 max_seqlen_k=0):
-    """(dq, dk, dv) from the library, given the forward's out and lse."""
+                 max_seqlen_k=0, dropout_p=0.0, dropout_seed=0, dropout_offset=0):
+    """(dq, dk, dv) from the library, given the forward's out and lse (and its dropout)."""
     # Autograd may hand over a broadcast gradient (out.sum()'s has stride 0 everywhere); the library
     # needs headdim contiguous, so only then is dout copied.
     if dout.stride(-1) != 1:
@@ -81,7 +84,8 @@ def run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, 
     options = lib.options(softmax_scale, causal, deterministic, stream=stream, num_threads=num_threads,
                           window_left=window_left, window_right=window_right, softcap=softcap,
                           alibi_slopes=views[9], cu_seqlens_q=views[10], cu_seqlens_k=views[11],
-                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, dropout_p=dropout_p,
+                          dropout_seed=dropout_seed, dropout_offset=dropout_offset)
     if guard is None:
         _backward_call(views[:9], options, q.device)
     else:
@@ -126,16 +130,18 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax
                       deterministic: bool, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
                       alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
                       cu_seqlens_k: Optional[torch.Tensor] = None, max_seqlen_q: int = 0,
-                      max_seqlen_k: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                      max_seqlen_k: int = 0, dropout_p: float = 0.0, dropout_seed: int = 0,
+                      dropout_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse). `deterministic` does not change the forward; it is an input so that the
     autograd formula can hand it to the backward."""
     return run_forward(q, k, v, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, cu_seqlens_q,
-                       cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                       cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, dropout_seed, dropout_offset)
 
 
 @attention_forward.register_fake
 def _(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
-      cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+      cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dropout_p=0.0, dropout_seed=0,
+      dropout_offset=0):
     return (torch.empty_like(q, memory_format=_CONTIGUOUS),
             q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=_FLOAT32))
 
@@ -146,15 +152,18 @@ def attention_backward(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: 
                        window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
                        alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
                        cu_seqlens_k: Optional[torch.Tensor] = None, max_seqlen_q: int = 0,
-                       max_seqlen_k: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       max_seqlen_k: int = 0, dropout_p: float = 0.0, dropout_seed: int = 0,
+                       dropout_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the forward's out and lse."""
     return run_backward(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left, window_right,
-                        softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                        softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                        dropout_seed, dropout_offset)
 
 
 @attention_backward.register_fake
 def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
-      alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+      alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dropout_p=0.0,
+      dropout_seed=0, dropout_offset=0):
     return tuple(torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
 
 
@@ -170,20 +179,22 @@ def _refuse_double_backward(q, k, v):
             "or torch.nn.functional.scaled_dot_product_attention where second-order gradients are needed.")
 
 
-# window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
-_OPTION_DEFAULTS = (-1, -1, 0.0, None, None, None, 0, 0)
+# window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+# dropout_p, dropout_seed, dropout_offset
+_OPTION_DEFAULTS = (-1, -1, 0.0, None, None, None, 0, 0, 0.0, 0, 0)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, softmax_scale, causal, deterministic, *options = inputs
     (window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-     max_seqlen_k) = (*options, *_OPTION_DEFAULTS[len(options):])
+     max_seqlen_k, dropout_p, dropout_seed, dropout_offset) = (*options, *_OPTION_DEFAULTS[len(options):])
     ctx.num_inputs = len(inputs)
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     ctx.softmax_scale, ctx.causal, ctx.deterministic = softmax_scale, causal, deterministic
     ctx.window_left, ctx.window_right, ctx.softcap = window_left, window_right, softcap
     ctx.max_seqlen_q, ctx.max_seqlen_k = max_seqlen_q, max_seqlen_k
+    ctx.dropout = (dropout_p, dropout_seed, dropout_offset)  # the backward draws the same mask again
 
 
 def _op_backward(ctx, dout, dlse):
@@ -193,7 +204,7 @@ def _op_backward(ctx, dout, dlse):
     _refuse_double_backward(q, k, v)
     dq, dk, dv = attention_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
                                     ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes, cu_seqlens_q,
-                                    cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k)
+                                    cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k, *ctx.dropout)
     return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
@@ -218,16 +229,17 @@ class _EagerAttention(torch.autograd.Function):
         _refuse_double_backward(q, k, v)
         dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
                                   ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes, cu_seqlens_q,
-                                  cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k)
+                                  cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k, *ctx.dropout)
         return (dq, dk, dv) + (None,) * (ctx.num_inputs - 3)
 
 
 def attention(q, k, v, softmax_scale, causal, deterministic, window_left=-1, window_right=-1, softcap=0.0,
-              alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0):
+              alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dropout_p=0.0,
+              dropout_seed=0, dropout_offset=0):
     """(out, lse) for checked inputs, by the cheapest route that is correct in the current context.
     The LSE is (batch, nheads, seqlen_q), or (nheads, total_q) with cu_seqlens; it takes no gradient."""
     options = (window_left, window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-               max_seqlen_k)
+               max_seqlen_k, dropout_p, dropout_seed, dropout_offset)
     plain = (type(q) is torch.Tensor and type(k) is torch.Tensor and type(v) is torch.Tensor
              and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0)
     if not plain:

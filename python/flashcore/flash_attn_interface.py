@@ -1,11 +1,25 @@
 """The flash_attn 2.x functions, with the same signatures, layouts, defaults and return values, so
 that `from flashcore import flash_attn_func` replaces `from flash_attn import flash_attn_func`.
 
-window_size, softcap, alibi_slopes and the varlen functions' cu_seqlens follow flash_attn 2.x
-(flashcore/attention.h states the rules). return_attn_probs=True returns (out, softmax_lse, None):
-the LSE as flash_attn gives it, and no S_dmask, which flash_attn too returns only with dropout.
-Options flashcore does not implement yet (dropout_p, block_table) raise NotImplementedError naming
-the option; none is silently ignored.
+window_size, softcap, alibi_slopes, dropout_p and the varlen functions' cu_seqlens follow
+flash_attn 2.x (flashcore/attention.h states the rules).
+
+dropout_p > 0: each call takes a seed and an offset from PyTorch's generator of q's device
+(_dropout.seed_and_offset), so torch.manual_seed reproduces a run; the backward draws the same mask
+again. As in flash_attn, dropout applies whenever dropout_p > 0 (pass 0.0 in evaluation).
+
+return_attn_probs=True returns (out, softmax_lse, S_dmask) as flash_attn 2.x does: S_dmask is None
+without dropout (flash_attn refuses that case), else a float32 (batch, nheads, seqlen_q rounded up
+to 128, seqlen_k rounded up to 128) tensor (varlen: max_seqlen_q/k rounded) whose sign bit is the
+dropout mask (negative: dropped) and whose magnitude is the unnormalised probability as flash_attn's
+kernel leaves it: exp(s_ij - m), m the row's running max when key block j // 128 was processed
+(blocks go last to first, so m is the max over blocks j // 128 .. end), which flash_attn's tests
+undo with normalize_flash_attn_S (the fa_compat shim's _get_block_size_n says 128). Computed here
+with torch from q and k; 0 outside the mask and in the padding. Meant for small test shapes: it
+materialises seqlen_q x seqlen_k.
+
+block_table (the paged KV cache of flash_attn_varlen_func) raises NotImplementedError; no option is
+silently ignored.
 """
 
 import math
@@ -13,6 +27,7 @@ import numbers
 
 import torch
 
+from flashcore import _dropout
 from flashcore._ops import attention
 from flashcore._tensors import check_attention_inputs, check_cu_seqlens, check_tensor
 
@@ -58,9 +73,50 @@ def _check_alibi_slopes(alibi_slopes, q):
     return alibi_slopes
 
 
-def _reject_unsupported(dropout_p, window_size, return_attn_probs):
-    if dropout_p != 0.0:
-        raise NotImplementedError(f"flashcore: dropout_p={dropout_p} is not supported yet (only 0.0)")
+def _check_dropout_p(dropout_p):
+    """dropout_p as a float (the library rejects values outside [0, 1), naming dropout_p)."""
+    if isinstance(dropout_p, numbers.Real) and not isinstance(dropout_p, bool):
+        return float(dropout_p)
+    raise TypeError(f"flashcore: dropout_p: expected a number in [0, 1), got {type(dropout_p).__name__} "
+                    f"{dropout_p!r}")
+
+
+def _attn_probs(q, k, scale, causal, window_size, softcap, alibi_slopes, keep, padded_q, padded_k):
+    """S_dmask for one dense (batch, seqlen, nheads, headdim) call (see the module docstring)."""
+    batch, seqlen_q, nheads, _ = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    kk = k.float().repeat_interleave(nheads // nheads_k, dim=2)
+    s = torch.einsum("bihd,bjhd->bhij", q.float(), kk) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(seqlen_q, device=q.device).view(-1, 1)
+    j = torch.arange(seqlen_k, device=q.device).view(1, -1)
+    offset = j - (i + seqlen_k - seqlen_q)  # > 0: right of the diagonal
+    if alibi_slopes is not None:
+        slopes = alibi_slopes.float().view(-1 if alibi_slopes.dim() == 2 else 1, nheads, 1, 1)
+        s = s - slopes * offset.abs()
+    visible = torch.ones_like(offset, dtype=torch.bool)
+    left, right = window_size
+    if causal:
+        right = 0
+    if right >= 0:
+        visible &= offset <= right
+    if left >= 0:
+        visible &= offset >= -left
+    s = s.masked_fill(~visible, float("-inf"))
+    # The running max of key blocks of 128 taken last to first: for block t, the max over t .. end.
+    block_max = torch.stack([blk.amax(dim=-1) for blk in s.split(128, dim=-1)], dim=-1)
+    running = torch.cummax(block_max.flip(-1), dim=-1).values.flip(-1)
+    running = running.repeat_interleave(128, dim=-1)[..., :seqlen_k]
+    p = torch.nan_to_num(torch.exp(s - running), nan=0.0)
+    signed = torch.where(keep, p, -p)
+    result = torch.zeros(batch, nheads, padded_q, padded_k, device=q.device, dtype=torch.float32)
+    result[:, :, :seqlen_q, :seqlen_k] = signed
+    return result
+
+
+def _round128(n):
+    return (n + 127) // 128 * 128
 
 
 def _check_max_seqlen(name, value):
@@ -93,10 +149,11 @@ def _softmax_scale(softmax_scale, headdim):
 
 
 def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes, return_attn_probs,
-               varlen=None):
-    """out, or (out, softmax_lse, None) with return_attn_probs. varlen: (cu_seqlens_q, cu_seqlens_k,
+               varlen=None, dropout_p=0.0):
+    """out, or (out, softmax_lse, S_dmask) with return_attn_probs. varlen: (cu_seqlens_q, cu_seqlens_k,
     max_seqlen_q, max_seqlen_k) for packed sequences."""
     check_attention_inputs(q, k, v, varlen is not None)
+    dropout_p = _check_dropout_p(dropout_p)
     window_size = _check_window_size(window_size)
     softcap = _check_softcap(softcap)
     alibi_slopes = _check_alibi_slopes(alibi_slopes, q)
@@ -107,9 +164,36 @@ def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softc
         check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, q)
         packed = (cu_seqlens_q, cu_seqlens_k, _check_max_seqlen("max_seqlen_q", max_seqlen_q),
                   _check_max_seqlen("max_seqlen_k", max_seqlen_k))
-    out, lse = attention(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), bool(causal), bool(deterministic),
-                         int(window_size[0]), int(window_size[1]), softcap, alibi_slopes, *packed)
-    return (out, lse, None) if return_attn_probs else out
+    else:
+        packed = (None, None, 0, 0)
+    seed, offset = _dropout.seed_and_offset(q.device) if dropout_p > 0.0 else (0, 0)
+    scale = _softmax_scale(softmax_scale, q.shape[-1])
+    out, lse = attention(q, k, v, scale, bool(causal), bool(deterministic), int(window_size[0]), int(window_size[1]),
+                         softcap, alibi_slopes, *packed, dropout_p, seed, offset)
+    if not return_attn_probs:
+        return out
+    if dropout_p == 0.0:
+        return out, lse, None
+    with torch.no_grad():
+        if varlen is None:
+            keep = _dropout.keep_mask(q.shape[0], q.shape[2], q.shape[1], k.shape[1], dropout_p, seed, offset,
+                                      q.device)
+            s_dmask = _attn_probs(q, k, scale, causal, window_size, softcap, alibi_slopes, keep,
+                                  _round128(q.shape[1]), _round128(k.shape[1]))
+        else:
+            cu_q, cu_k = packed[0].tolist(), packed[1].tolist()
+            s_dmask = torch.zeros(len(cu_q) - 1, q.shape[1], _round128(packed[2]), _round128(packed[3]),
+                                  device=q.device, dtype=torch.float32)
+            for b in range(len(cu_q) - 1):
+                nq, nk = cu_q[b + 1] - cu_q[b], cu_k[b + 1] - cu_k[b]
+                if nq == 0 or nk == 0:
+                    continue
+                keep = _dropout.keep_mask(1, q.shape[1], nq, nk, dropout_p, seed, offset, q.device, batch0=b)
+                slopes = alibi_slopes[b] if alibi_slopes is not None and alibi_slopes.dim() == 2 else alibi_slopes
+                s_dmask[b:b + 1, :, :nq, :nk] = _attn_probs(
+                    q[cu_q[b]:cu_q[b + 1]].unsqueeze(0), k[cu_k[b]:cu_k[b + 1]].unsqueeze(0), scale, causal,
+                    window_size, softcap, slopes, keep, nq, nk)
+    return out, lse, s_dmask
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -125,38 +209,36 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     softcap: > 0 caps the scores at softcap * tanh(score / softcap). alibi_slopes: float32
     (nheads,) or (batch, nheads); adds -slope * |i + seqlen_k - seqlen_q - j| to the scores.
     deterministic: bit-identical gradients run after run.
-    Returns out: (batch, seqlen_q, nheads, headdim); with return_attn_probs (out, softmax_lse, None),
-    softmax_lse (batch, nheads, seqlen_q) float32.
+    dropout_p: in [0, 1); the seed and offset come from PyTorch's generator (module docstring).
+    Returns out: (batch, seqlen_q, nheads, headdim); with return_attn_probs (out, softmax_lse, S_dmask),
+    softmax_lse (batch, nheads, seqlen_q) float32, S_dmask None without dropout (module docstring).
     """
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs)
+                      return_attn_probs, dropout_p=dropout_p)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flash_attn_func with k and v packed: kv (batch, seqlen_k, 2, nheads_k, headdim).
     Returns out: (batch, seqlen_q, nheads, headdim)."""
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)")
     if kv.shape[2] != 2:
         raise ValueError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=2)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs)
+                      return_attn_probs, dropout_p=dropout_p)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                               softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flash_attn_func with q, k and v packed: qkv (batch, seqlen, 3, nheads, headdim).
     Returns out: (batch, seqlen, nheads, headdim)."""
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)")
     if qkv.shape[2] != 3:
         raise ValueError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=2)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs)
+                      return_attn_probs, dropout_p=dropout_p)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -171,24 +253,22 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (nheads,) or (batch, nheads). Returns out: (total_q, nheads, headdim); with return_attn_probs
     (out, softmax_lse (nheads, total_q) float32, None). block_table (paged KV) is not supported.
     """
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     if block_table is not None:
         raise NotImplementedError("flashcore: block_table (paged KV cache) is not supported yet (only None)")
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                                     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                                     alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flash_attn_varlen_func with k and v packed: kv (total_k, 2, nheads_k, headdim)."""
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("kv", kv, 4, "(total_k, 2, nheads_k, headdim)")
     if kv.shape[1] != 2:
         raise ValueError(f"flashcore: kv: dimension 1 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=1)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+                      return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -196,13 +276,12 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False):
     """flash_attn_varlen_func with q, k and v packed: qkv (total, 3, nheads, headdim), one set of
     offsets for queries and keys."""
-    _reject_unsupported(dropout_p, window_size, return_attn_probs)
     check_tensor("qkv", qkv, 4, "(total, 3, nheads, headdim)")
     if qkv.shape[1] != 3:
         raise ValueError(f"flashcore: qkv: dimension 1 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=1)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
-                      return_attn_probs, (cu_seqlens, cu_seqlens, max_seqlen, max_seqlen))
+                      return_attn_probs, (cu_seqlens, cu_seqlens, max_seqlen, max_seqlen), dropout_p)
 
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",

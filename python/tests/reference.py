@@ -50,8 +50,11 @@ def alibi_bias(slopes, batch, nheads, seqlen_q, seqlen_k, device):
 
 
 def attention(q, k, v, causal=False, softmax_scale=None, upcast=True, window_size=(-1, -1), softcap=0.0,
-              alibi_slopes=None):
+              alibi_slopes=None, dropout_mask=None, dropout_p=0.0):
     """out (batch, seqlen_q, nheads, headdim) and lse (batch, nheads, seqlen_q).
+
+    dropout_mask (bool, (batch, nheads, seqlen_q, seqlen_k)): the probabilities kept; kept ones are
+    scaled by 1 / (1 - dropout_p) after the softmax (the LSE is the softmax's).
 
     upcast=True: everything in float64 (the oracle). upcast=False: the plain same-precision
     implementation the accuracy rule compares against."""
@@ -81,6 +84,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, upcast=True, window_siz
     probs = torch.softmax(scores, dim=-1)
     if blind_rows is not None:
         probs = probs.masked_fill(blind_rows, 0.0)
+    if dropout_mask is not None:
+        probs = probs.masked_fill(~dropout_mask, 0.0) / (1.0 - dropout_p)
     out = torch.einsum("bhqk,bkhd->bqhd", probs.to(v.dtype), v)
     return (out if upcast else out.to(dtype)), lse
 

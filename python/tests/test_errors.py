@@ -1,6 +1,6 @@
-"""Every bad input gets a clear exception naming the argument, before anything runs; options
-flashcore does not implement raise NotImplementedError naming the option (window_size, softcap,
-alibi_slopes and return_attn_probs are implemented: test_options.py and test_varlen.py check them)."""
+"""Every bad input gets a clear exception naming the argument, before anything runs (window_size,
+softcap, alibi_slopes, dropout_p and return_attn_probs are implemented: test_options.py,
+test_varlen.py and test_dropout.py check their numbers)."""
 
 import math
 
@@ -16,19 +16,18 @@ def qkv(device="cpu", dtype=torch.float16, batch=2, seqlen_q=8, seqlen_k=8, nhea
             torch.randn(batch, seqlen_k, nheads_k, headdim, dtype=dtype, device=device))
 
 
-@pytest.mark.parametrize("option,value", [
-    ("dropout_p", 0.1),
-])
+@pytest.mark.parametrize("value", [1.0, -0.5, float("nan")])
 @pytest.mark.parametrize("function", ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func"])
-def test_unsupported_options_name_the_option(function, option, value):
+def test_bad_dropout_p_names_it_in_every_function(function, value):
     q, k, v = qkv()
     calls = {
         "flash_attn_func": lambda **kw: flash_attn_func(q, k, v, **kw),
         "flash_attn_qkvpacked_func": lambda **kw: flash_attn_qkvpacked_func(torch.stack((q, k, v), dim=2), **kw),
         "flash_attn_kvpacked_func": lambda **kw: flash_attn_kvpacked_func(q, torch.stack((k, v), dim=2), **kw),
     }
-    with pytest.raises(NotImplementedError, match=option):
-        calls[function](**{option: value})
+    with pytest.raises(ValueError, match="dropout_p"):
+        calls[function](dropout_p=value)
+    calls[function](dropout_p=0.25)  # a valid one runs (test_dropout.py checks its numbers)
 
 
 def test_default_options_are_accepted_as_lists():

@@ -12,6 +12,7 @@
 
 #include "cpu/parallel_for.h"
 #include "flashcore/reference.h"
+#include "cpu/reference_dropout.h"
 
 namespace flashcore::accuracy {
 namespace {
@@ -29,6 +30,7 @@ struct Problem {
   float softcap;
   const double* alibi_slopes;
   bool alibi_per_batch;
+  cpu::ReferenceDropout dropout;  // attention.h's keep mask, as the reference draws it
   int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
   float slope(int64_t b, int64_t h) const {
     return alibi_slopes == nullptr ? 0.0f : static_cast<float>(alibi_slopes[(alibi_per_batch ? b * heads_q : 0) + h]);
@@ -36,9 +38,15 @@ struct Problem {
 };
 
 Problem problem_of(const ReferenceProblem& r, DType dtype) {
+  cpu::ReferenceDropout dropout;
+  dropout.p = static_cast<float>(r.dropout_p);  // the float the API takes
+  dropout.seed = r.dropout_seed;
+  dropout.offset = r.dropout_offset;
+  dropout.heads_q = r.heads_q;
+  dropout.batch0 = r.dropout_first_batch;
   return {r.batch,  r.seqlen_q, r.seqlen_k, r.heads_q, r.heads_kv, r.head_dim,
           r.causal, static_cast<float>(r.softmax_scale), dtype, r.window_left, r.window_right,
-          static_cast<float>(r.softcap), r.alibi_slopes, r.alibi_slopes_per_batch};
+          static_cast<float>(r.softcap), r.alibi_slopes, r.alibi_slopes_per_batch, dropout};
 }
 
 double round_float(DType dtype, float value) {
@@ -145,7 +153,8 @@ BaselineForward baseline_forward(const ReferenceProblem& problem, DType dtype, c
       result.lse[(b * p.heads_q + h) * p.seqlen_q + i] = row_softmax(p, at, q, k, b, h, i, keys, probs, dscore);
       std::fill(out_row.begin(), out_row.end(), 0.0f);
       for (int64_t e = 0; e < keys.size(); ++e) {
-        const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+        const float z = static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e));
+        const float p16 = static_cast<float>(round_float(p.dtype, probs[e] * z));
         const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
         for (int64_t d = 0; d < p.head_dim; ++d) out_row[d] += p16 * static_cast<float>(vj[d]);
       }
@@ -171,6 +180,7 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
   std::vector<std::vector<float>> probs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> dprobs_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
   std::vector<std::vector<float>> dscore_of(static_cast<size_t>(workers), std::vector<float>(p.seqlen_k));
+  std::vector<std::vector<float>> out_row_of(static_cast<size_t>(workers), std::vector<float>(head_dim));
   cpu::parallel_for(tasks, workers, [&](int64_t task, int worker) {
     const int64_t b = task / p.heads_kv;
     const int64_t hk = task % p.heads_kv;
@@ -184,12 +194,31 @@ BaselineBackward baseline_backward(const ReferenceProblem& problem, DType dtype,
         const double* doi = &dout[at.q_row(b, i, h)];
         float p_dot_dp = 0.0f;  // softmax backward in fp32 on the rounded dP
         for (int64_t e = 0; e < keys.size(); ++e) {
-          dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim);
+          dprobs[e] = gemm_dot(p.dtype, doi, &v[at.k_row(b, keys.begin + e, hk)], head_dim) *
+                      static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e));
           p_dot_dp += probs[e] * dprobs[e];
+        }
+        if (p.dropout.on() && keys.size() > 0) {
+          // With dropout, sum P dP (= sum P Z dO·V) is formed as every flash backward forms it,
+          // D = dO · O from the forward's O rounded to the dtype: O = Z-scaled values are larger
+          // than V, and their rounding is part of what a same-precision implementation pays.
+          std::vector<float>& o_row = out_row_of[static_cast<size_t>(worker)];
+          std::fill(o_row.begin(), o_row.end(), 0.0f);
+          for (int64_t e = 0; e < keys.size(); ++e) {
+            const float weight = static_cast<float>(
+                round_float(p.dtype, probs[e] * static_cast<float>(p.dropout.factor(b, h, i, keys.begin + e))));
+            const double* vj = &v[at.k_row(b, keys.begin + e, hk)];
+            for (int64_t c = 0; c < head_dim; ++c) o_row[c] += weight * static_cast<float>(vj[c]);
+          }
+          p_dot_dp = 0.0f;
+          for (int64_t c = 0; c < head_dim; ++c) {
+            p_dot_dp += static_cast<float>(doi[c]) * static_cast<float>(round_float(p.dtype, o_row[c]));
+          }
         }
         for (int64_t e = 0; e < keys.size(); ++e) {
           const int64_t j = keys.begin + e;
-          const float p16 = static_cast<float>(round_float(p.dtype, probs[e]));
+          const float p16 =
+              static_cast<float>(round_float(p.dtype, probs[e] * static_cast<float>(p.dropout.factor(b, h, i, j))));
           const float ds16 =
               static_cast<float>(round_float(p.dtype, probs[e] * (dprobs[e] - p_dot_dp) * dscore[e]));
           for (int64_t d = 0; d < head_dim; ++d) {
@@ -261,7 +290,9 @@ RowSumAllowance row_sum_allowance(const ReferenceProblem& problem, DType dtype, 
           for (int64_t c = 0; c < d; ++c) dot += std::fabs(dout[row + c] * vj[c]);
           dout_v = std::max(dout_v, dot);
         }
-        const double row_error = std::fabs(given_minus_exact) + fp32_sum * (dout_out + dout_v);
+        // With dropout the backward's dP is Z dO·V (Z = 1 / (1 - p)), its fp32 error scaled alike.
+        const double keep_scale = problem.dropout_p > 0.0 ? 1.0 / (1.0 - problem.dropout_p) : 1.0;
+        const double row_error = std::fabs(given_minus_exact) + fp32_sum * (dout_out + keep_scale * dout_v);
         double dq = 0.0;
         for (int64_t e = 0; e < keys.size(); ++e) dq += probs[e] * row_max_abs(&k[at.k_row(b, keys.begin + e, hk)]);
         dq *= row_error;

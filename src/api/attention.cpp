@@ -27,10 +27,9 @@ const char* kernel_family_name(KernelFamily family) {
   return "unknown";
 }
 
-Status forward(const ForwardParams& params) {
-  detail::AttentionProblem problem;
-  FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
-  if (problem.varlen() && problem.backend != Backend::kCuda) return detail::forward_by_sequence(params, problem);
+namespace detail {
+
+Status run_forward(const ForwardParams& params, const AttentionProblem& problem) {
   switch (problem.backend) {
     case Backend::kCpu: return cpu::flash_forward(params, problem);
     case Backend::kCpuReference: return cpu::reference_forward(params, problem);
@@ -38,6 +37,25 @@ Status forward(const ForwardParams& params) {
     case Backend::kAuto: break;
   }
   return Status::Internal("flashcore::forward: backend left unresolved");
+}
+
+Status run_backward(const BackwardParams& params, const AttentionProblem& problem) {
+  switch (problem.backend) {
+    case Backend::kCpu: return cpu::flash_backward(params, problem);
+    case Backend::kCpuReference: return cpu::reference_backward(params, problem);
+    case Backend::kCuda: return cuda::backward(params, problem);
+    case Backend::kAuto: break;
+  }
+  return Status::Internal("flashcore::backward: backend left unresolved");
+}
+
+}  // namespace detail
+
+Status forward(const ForwardParams& params) {
+  detail::AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
+  if (problem.varlen() && problem.backend != Backend::kCuda) return detail::forward_by_sequence(params, problem);
+  return detail::run_forward(params, problem);
 }
 
 Status backward_workspace_size(const BackwardParams& params, std::size_t* bytes) {
@@ -55,13 +73,7 @@ Status backward(const BackwardParams& params) {
   detail::AttentionProblem problem;
   FLASHCORE_RETURN_IF_ERROR(detail::validate_backward(params, &problem));
   if (problem.varlen() && problem.backend != Backend::kCuda) return detail::backward_by_sequence(params, problem);
-  switch (problem.backend) {
-    case Backend::kCpu: return cpu::flash_backward(params, problem);
-    case Backend::kCpuReference: return cpu::reference_backward(params, problem);
-    case Backend::kCuda: return cuda::backward(params, problem);
-    case Backend::kAuto: break;
-  }
-  return Status::Internal("flashcore::backward: backend left unresolved");
+  return detail::run_backward(params, problem);
 }
 
 Status host_scratch_bytes(const ForwardParams& params, std::size_t* bytes) {

@@ -36,11 +36,19 @@ struct AttentionProblem {
   const std::int32_t* cu_seqlens_k = nullptr;
   std::int64_t total_q = 0;
   std::int64_t total_k = 0;
+  // Dropout (attention.h, "dropout"): 0 = off. dropout_batch0 is added to the batch index of the
+  // random stream: the CPU backends run a varlen call as one dense call per sequence
+  // (varlen_split.h), each of which must draw sequence b's mask, not batch 0's.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
+  std::int64_t dropout_batch0 = 0;
 
   std::int64_t group_size() const { return heads_q / heads_kv; }  // query heads per kv head
   bool has_window() const { return window_left >= 0 || (window_right >= 0 && !causal); }
   bool has_score_mod() const { return softcap > 0.0f || alibi_slopes != nullptr; }
   bool varlen() const { return cu_seqlens_q != nullptr; }
+  bool has_dropout() const { return dropout_p > 0.0f; }
 };
 
 // Check every argument and fill `problem`. On failure nothing else has happened and the message

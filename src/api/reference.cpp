@@ -36,6 +36,13 @@ Status to_problem(const char* function, const ReferenceProblem& r, detail::Atten
   p->window_left = r.window_left;  // the reference applies the rule as given: no normalisation
   p->window_right = r.window_right;
   p->softcap = static_cast<float>(r.softcap);
+  if (!std::isfinite(r.dropout_p) || r.dropout_p < 0.0 || r.dropout_p >= 1.0) {
+    return fail("dropout_p", "must be in [0, 1) (0 = off)");
+  }
+  p->dropout_p = static_cast<float>(r.dropout_p);
+  p->dropout_seed = r.dropout_seed;
+  p->dropout_offset = r.dropout_offset;
+  p->dropout_batch0 = r.dropout_first_batch;
   return Status::Ok();
 }
 

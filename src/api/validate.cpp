@@ -313,6 +313,22 @@ Status check_score_options(const Checker& c, std::int64_t window_left, std::int6
   return Status::Ok();
 }
 
+// dropout_p in [0, 1); the random stream's head index b * heads_q + h must fit its 32-bit word.
+Status check_dropout(const Checker& c, float dropout_p, std::uint64_t seed, std::uint32_t offset,
+                     AttentionProblem* p) {
+  if (!std::isfinite(dropout_p) || dropout_p < 0.0f || dropout_p >= 1.0f) {
+    return c.fail("dropout_p", "must be in [0, 1) (0 = off), got " + std::to_string(dropout_p));
+  }
+  if (dropout_p > 0.0f && p->batch * p->heads_q > static_cast<std::int64_t>(UINT32_MAX)) {
+    return c.fail("dropout_p", "needs batch * heads_q below 2^32 (the random stream's head index), got " +
+                                   std::to_string(p->batch * p->heads_q));
+  }
+  p->dropout_p = dropout_p;
+  p->dropout_seed = seed;
+  p->dropout_offset = offset;
+  return Status::Ok();
+}
+
 Status check_lse(const Checker& c, const char* name, const TensorView& lse, const AttentionProblem& p) {
   if (p.varlen()) {
     FLASHCORE_RETURN_IF_ERROR(c.check_layout(name, lse, 2, kLseDimsVarlen));
@@ -355,6 +371,8 @@ Status validate_forward(const ForwardParams& params, AttentionProblem* problem) 
                                          params.backend, params.kernels, params.num_threads, varlen, problem));
   FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
                                                 params.alibi_slopes, problem));
+  FLASHCORE_RETURN_IF_ERROR(
+      check_dropout(c, params.dropout_p, params.dropout_seed, params.dropout_offset, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   if (params.lse.present()) FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));
   return Status::Ok();
@@ -367,6 +385,8 @@ Status validate_backward(const BackwardParams& params, AttentionProblem* problem
                                          params.backend, params.kernels, params.num_threads, varlen, problem));
   FLASHCORE_RETURN_IF_ERROR(check_score_options(c, params.window_left, params.window_right, params.softcap,
                                                 params.alibi_slopes, problem));
+  FLASHCORE_RETURN_IF_ERROR(
+      check_dropout(c, params.dropout_p, params.dropout_seed, params.dropout_offset, problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "out", params.out, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_q_like(c, "dout", params.dout, *problem));
   FLASHCORE_RETURN_IF_ERROR(check_lse(c, "lse", params.lse, *problem));

@@ -85,6 +85,21 @@ void make_dense(Params* dense, const Params& params, std::int64_t b) {
   dense->alibi_slopes = sequence_slopes(params.alibi_slopes, b);
 }
 
+// Sequence b's dense call: validated like any call, with dropout drawing sequence b's stream.
+Status run_dense(const ForwardParams& dense, std::int64_t b) {
+  AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(validate_forward(dense, &problem));
+  problem.dropout_batch0 = b;
+  return run_forward(dense, problem);
+}
+
+Status run_dense(const BackwardParams& dense, std::int64_t b) {
+  AttentionProblem problem;
+  FLASHCORE_RETURN_IF_ERROR(validate_backward(dense, &problem));
+  problem.dropout_batch0 = b;
+  return run_backward(dense, problem);
+}
+
 }  // namespace
 
 Status forward_by_sequence(const ForwardParams& params, const AttentionProblem& p) {
@@ -104,7 +119,7 @@ Status forward_by_sequence(const ForwardParams& params, const AttentionProblem& 
     dense.v = dense_rows(params.v, rk);
     dense.out = dense_rows(params.out, rq);
     dense.lse = dense_lse(params.lse, rq);
-    FLASHCORE_RETURN_IF_ERROR(forward(dense));
+    FLASHCORE_RETURN_IF_ERROR(run_dense(dense, b));
   }
   return Status::Ok();
 }
@@ -130,7 +145,7 @@ Status backward_by_sequence(const BackwardParams& params, const AttentionProblem
     dense.dq = dense_rows(params.dq, rq);
     dense.dk = dense_rows(params.dk, rk);
     dense.dv = dense_rows(params.dv, rk);
-    FLASHCORE_RETURN_IF_ERROR(backward(dense));
+    FLASHCORE_RETURN_IF_ERROR(run_dense(dense, b));
   }
   return Status::Ok();
 }

@@ -153,6 +153,10 @@ template <class Params>
 Status apply_varlen_options(const char* function, const flashcore_options& o, Params* params) {
   params->max_seqlen_q = o.max_seqlen_q;
   params->max_seqlen_k = o.max_seqlen_k;
+  // Dropout travels with the forward and backward only; the C++ validation checks dropout_p.
+  params->dropout_p = o.dropout_p;
+  params->dropout_seed = o.dropout_seed;
+  params->dropout_offset = o.dropout_offset;
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "cu_seqlens_q", o.cu_seqlens_q, &params->cu_seqlens_q));
   return to_view(function, "cu_seqlens_k", o.cu_seqlens_k, &params->cu_seqlens_k);
 }

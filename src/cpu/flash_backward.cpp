@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/dropout.h"
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
 #include "cpu/kernels/kernels.h"
@@ -65,7 +66,8 @@ struct BackwardScratch {
         lse(kBlockM),
         delta(kBlockM),
         begin(kBlockM),
-        end(kBlockM) {
+        end(kBlockM),
+        z(kBlockN) {
     if (bf16 == nullptr) return;
     const int64_t padded = head_dim + head_dim % 2;
     q16.resize(kBlockM * padded);
@@ -80,7 +82,7 @@ struct BackwardScratch {
   }
   std::size_t bytes() const {
     return sizeof(float) * (q.size() + dout.size() + k.size() + kt.size() + vt.size() + s.size() + dp.size() +
-                            dk.size() + dv.size() + dq.size() + lse.size() + delta.size()) +
+                            dk.size() + dv.size() + dq.size() + lse.size() + delta.size() + z.size()) +
            sizeof(int64_t) * (begin.size() + end.size()) +
            sizeof(std::uint16_t) * (q16.size() + dout16.size() + t16.size() + ds16.size()) +
            sizeof(std::uint32_t) * (qp.size() + doutp.size() + kt16.size() + vt16.size() + kp.size());
@@ -100,6 +102,7 @@ struct BackwardScratch {
   std::vector<float> delta;     // (kBlockM): rowsum(dO * O)
   std::vector<int64_t> begin;    // (kBlockM): the key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
+  std::vector<float> z;         // (kBlockN): one row's dropout factors (cpu/dropout.h)
   // With bf16 products (kernels.h: operands read along k come in pairs; head_dim padded to even):
   std::vector<std::uint16_t> q16;     // (kBlockM, head_dim): Q as stored
   std::vector<std::uint16_t> dout16;  // (kBlockM, head_dim): dO as stored
@@ -205,9 +208,10 @@ void load_query_block(const BackwardParams& params, Deltas& deltas, int64_t b, i
 
 // With the query block (rows from m0) and key block (cols from n0) loaded: t.s = P, t.dp = dS, and
 // t.begin, t.end / t.partly_masked describe the mask. With softcap or ALiBi (`mod`) P comes from the
-// modified score and dS carries the softcap's 1 - tanh².
-void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod& mod, int64_t m0, int64_t rows,
-                               int64_t n0, int64_t cols, BackwardScratch& t) {
+// modified score and dS carries the softcap's 1 - tanh². With dropout t.s holds P Z (what dV
+// needs) and dS = P (Z dP - delta) (attention.h).
+void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod& mod, const DropoutRows& dropout,
+                               int64_t m0, int64_t rows, int64_t n0, int64_t cols, BackwardScratch& t) {
   const int64_t head_dim = p.head_dim;
   const KeyRange range(p);
   const bool score_mod = p.has_score_mod();
@@ -232,6 +236,10 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
     const bool none = t.lse[r] == kNegInf;
     const int64_t begin = none ? 0 : std::clamp<int64_t>(range.key_begin(m0 + r) - n0, 0, cols);
     const int64_t end = none ? 0 : std::max(begin, std::clamp<int64_t>(range.key_end(m0 + r) - n0, 0, cols));
+    if (p.has_dropout()) {
+      dropout.factors(m0 + r, n0, cols, t.z.data());
+      for (int64_t j = begin; j < end; ++j) dpr[j] *= t.z[j];
+    }
     if (score_mod) {
       for (int64_t j = begin; j < end; ++j) {
         float dscore;
@@ -241,6 +249,9 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
       }
     } else {
       kernels.probabilities_dscores(sr + begin, dpr + begin, end - begin, t.lse[r], t.delta[r]);
+    }
+    if (p.has_dropout()) {
+      for (int64_t j = begin; j < end; ++j) sr[j] *= t.z[j];
     }
     for (int64_t j = 0; j < begin; ++j) sr[j] = dpr[j] = 0.0f;
     for (int64_t j = end; j < cols; ++j) sr[j] = dpr[j] = 0.0f;
@@ -308,10 +319,11 @@ void dkdv_block(const BackwardParams& params, const detail::AttentionProblem& p,
   const int64_t m_end = range.row_end(n0 + cols - 1);
   for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
     const ScoreMod mod(p, b, h);
+    const DropoutRows dropout(p, b, h);
     for (int64_t m0 = m_first; m0 < m_end; m0 += kBlockM) {
       const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
       load_query_block<Element>(params, deltas, b, h, m0, rows, q_scale, t);
-      probabilities_and_dscores(p, mod, m0, rows, n0, cols, t);
+      probabilities_and_dscores(p, mod, dropout, m0, rows, n0, cols, t);
       if (t.partly_masked && !t.query_block_finite) {
         gemm_tn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.dout.data(), head_dim, t.dv.data(), head_dim,
                             t.begin.data(), t.end.data());
@@ -348,6 +360,7 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
   const int64_t rows = std::min(kBlockM, p.seqlen_q - m0);
   const KeyRange range(p);
   const ScoreMod mod(p, b, h);
+  const DropoutRows dropout(p, b, h);
   load_query_block<Element>(params, deltas, b, h, m0, rows, q_scale_of(p, t), t);
   std::fill(t.dq.begin(), t.dq.end(), 0.0f);
 
@@ -355,7 +368,7 @@ void dq_block(const BackwardParams& params, const detail::AttentionProblem& p, D
   for (int64_t n0 = range.key_begin(m0) / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, key_end - n0);
     load_key_block<Element>(params, b, hk, n0, cols, true, t);
-    probabilities_and_dscores(p, mod, m0, rows, n0, cols, t);
+    probabilities_and_dscores(p, mod, dropout, m0, rows, n0, cols, t);
     add_dq(rows, cols, head_dim, all_finite(t.k.data(), cols * head_dim), t, t.dq.data());
   }
   for (int64_t r = 0; r < rows; ++r) {

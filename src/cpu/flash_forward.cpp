@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/dropout.h"
 #include "cpu/element.h"
 #include "cpu/flash_tile.h"
 #include "cpu/kernels/kernels.h"
@@ -46,12 +47,14 @@ struct ForwardScratch {
         row_sum(kBlockM),
         begin(kBlockM),
         end(kBlockM),
+        z(kBlockN),
         q16(kBlockM * (head_dim + head_dim % 2)),
         k16((head_dim + 1) / 2 * kBlockN),
         v16(kBlockN / 2 * head_dim),
         p16(kBlockM * kBlockN) {}
   std::size_t bytes() const {
-    return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size()) +
+    return sizeof(float) * (q.size() + kt.size() + v.size() + s.size() + acc.size() + row_max.size() + row_sum.size() +
+                            z.size()) +
            sizeof(int64_t) * (begin.size() + end.size()) + sizeof(std::uint16_t) * (q16.size() + p16.size()) +
            sizeof(std::uint32_t) * (k16.size() + v16.size());
   }
@@ -64,6 +67,7 @@ struct ForwardScratch {
   std::vector<float> row_sum;  // (kBlockM): running sum of exp(score - row_max)
   std::vector<int64_t> begin;  // (kBlockM): the current key tile's columns [begin, end) each row sees
   std::vector<int64_t> end;
+  std::vector<float> z;        // (kBlockN): one row's dropout factors (cpu/dropout.h)
   // bf16 inputs on a CPU with bf16 products (kernels.h: Bf16Kernels) use these instead of q, kt, v:
   std::vector<std::uint16_t> q16;  // (kBlockM, head_dim rounded up to even): Q as stored, not scaled
   std::vector<std::uint32_t> k16;  // (head_dim / 2, kBlockN) pairs: Kᵀ
@@ -115,6 +119,7 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
   const KeyRange range(p);
   const bool score_mod = p.has_score_mod();
   const ScoreMod mod(p, b, h);
+  const DropoutRows dropout(p, b, h);
 
   // Q pre-scaled, so a product is the score. The backward forms its scores the same way, so with
   // one visible key its P = exp(score - LSE) is exactly 1. With softcap or ALiBi the products stay
@@ -171,6 +176,13 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
       std::fill(sr + t.end[r], sr + cols, kNegInf);
     }
     online_softmax(t, rows, cols, head_dim);
+    if (p.has_dropout()) {  // after the row sums: the softmax normalises the probabilities before dropout
+      for (int64_t r = 0; r < rows; ++r) {
+        float* sr = t.s.data() + r * kBlockN;
+        dropout.factors(m0 + r, n0, cols, t.z.data());
+        for (int64_t j = 0; j < cols; ++j) sr[j] *= t.z[j];
+      }
+    }
     if (partly_masked && dp != nullptr) load_tile<Element>(params.v, b, hk, n0, cols, t.v.data());
     if (partly_masked && !all_finite(t.v.data(), cols * head_dim)) {
       gemm_nn_acc_visible(rows, head_dim, t.s.data(), kBlockN, t.v.data(), head_dim, t.acc.data(), head_dim,

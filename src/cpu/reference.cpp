@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/parallel_for.h"
+#include "cpu/reference_dropout.h"
 
 namespace flashcore::cpu {
 namespace {
@@ -97,6 +98,17 @@ double row_softmax(const detail::AttentionProblem& p, const Layout& at, const do
   return row_max + std::log(sum);
 }
 
+// The problem's dropout as the reference reads it (reference_dropout.h).
+ReferenceDropout dropout_of(const detail::AttentionProblem& p) {
+  ReferenceDropout d;
+  d.p = static_cast<double>(p.dropout_p);
+  d.seed = p.dropout_seed;
+  d.offset = p.dropout_offset;
+  d.heads_q = p.heads_q;
+  d.batch0 = p.dropout_batch0;
+  return d;
+}
+
 double slope_of(const double* alibi_slopes, const detail::AttentionProblem& p, int64_t b, int64_t h) {
   return alibi_slopes == nullptr ? 0.0 : alibi_slopes[b * p.heads_q + h];
 }
@@ -106,6 +118,7 @@ double slope_of(const double* alibi_slopes, const detail::AttentionProblem& p, i
 void reference_attention_forward(const detail::AttentionProblem& p, const double* q, const double* k, const double* v,
                                  double* out, double* lse, int num_threads, const double* alibi_slopes) {
   const Layout at{p};
+  const ReferenceDropout dropout = dropout_of(p);
   const int64_t tasks = p.batch * p.heads_q;  // one (batch, query head) each
   const int workers = worker_count(num_threads, tasks);
   std::vector<std::vector<double>> probs(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
@@ -126,14 +139,16 @@ void reference_attention_forward(const detail::AttentionProblem& p, const double
       // Masked keys are not read at all (their v may be non-finite; 0 * inf would be NaN).
       for (size_t e = 0; e < keys.size(); ++e) {
         const double* vj = v + at.k_row(b, keys[e], hk);
-        for (int64_t d = 0; d < p.head_dim; ++d) oi[d] += pr[e] * vj[d];
+        const double weight = pr[e] * dropout.factor(b, h, i, keys[e]);
+        for (int64_t d = 0; d < p.head_dim; ++d) oi[d] += weight * vj[d];
       }
     }
   });
 }
 
-// With P = softmax(S), S = score(scale * q kᵀ) (softcap, ALiBi), out = P v and L = sum(out * dout):
-//   dv_j = sum_i P_ij dout_i           dP_ij = dout_i · v_j
+// With P = softmax(S), S = score(scale * q kᵀ) (softcap, ALiBi), out = (P∘Z) v (Z: dropout's
+// factors, 1 without it) and L = sum(out * dout):
+//   dv_j = sum_i P_ij Z_ij dout_i      dP_ij = Z_ij dout_i · v_j
 //   dS_ij = P_ij (dP_ij - sum_l P_il dP_il) * S'_ij     (S' = 1 - tanh² with softcap, else 1)
 //   dq_i = scale * sum_j dS_ij k_j     dk_j = scale * sum_i dS_ij q_i
 // dk and dv add up over the query heads sharing a kv head, so a task owns one (batch, kv head).
@@ -141,12 +156,14 @@ void reference_attention_backward(const detail::AttentionProblem& p, const doubl
                                   const double* dout, double* dq, double* dk, double* dv, int num_threads,
                                   const double* alibi_slopes) {
   const Layout at{p};
+  const ReferenceDropout dropout = dropout_of(p);
   const double scale = static_cast<double>(p.softmax_scale);
   const int64_t tasks = p.batch * p.heads_kv;
   const int workers = worker_count(num_threads, tasks);
   std::vector<std::vector<double>> probs(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
   std::vector<std::vector<double>> dprobs(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
   std::vector<std::vector<double>> dscores(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
+  std::vector<std::vector<double>> dropped_of(static_cast<size_t>(workers), std::vector<double>(p.seqlen_k));
   std::vector<std::vector<int64_t>> keys_of(static_cast<size_t>(workers));
 
   parallel_for(tasks, workers, [&](int64_t task, int worker) {
@@ -155,6 +172,7 @@ void reference_attention_backward(const detail::AttentionProblem& p, const doubl
     double* pr = probs[static_cast<size_t>(worker)].data();
     double* dpr = dprobs[static_cast<size_t>(worker)].data();
     double* dsc = dscores[static_cast<size_t>(worker)].data();
+    double* dropped = dropped_of[static_cast<size_t>(worker)].data();  // P Z: the probabilities out saw
     std::vector<int64_t>& keys = keys_of[static_cast<size_t>(worker)];
     for (int64_t j = 0; j < p.seqlen_k; ++j) {
       std::fill(dk + at.k_row(b, j, hk), dk + at.k_row(b, j, hk) + p.head_dim, 0.0);
@@ -168,7 +186,9 @@ void reference_attention_backward(const detail::AttentionProblem& p, const doubl
         const double* doi = dout + at.q_row(b, i, h);
         double p_dot_dp = 0.0;
         for (size_t e = 0; e < keys.size(); ++e) {
-          dpr[e] = dot(doi, v + at.k_row(b, keys[e], hk), p.head_dim);
+          const double z = dropout.factor(b, h, i, keys[e]);
+          dpr[e] = z * dot(doi, v + at.k_row(b, keys[e], hk), p.head_dim);  // dL/dP through the dropout
+          dropped[e] = pr[e] * z;
           p_dot_dp += pr[e] * dpr[e];
         }
         double* dqi = dq + at.q_row(b, i, h);
@@ -183,7 +203,7 @@ void reference_attention_backward(const detail::AttentionProblem& p, const doubl
           for (int64_t d = 0; d < p.head_dim; ++d) {
             dqi[d] += scale * ds * kj[d];
             dkj[d] += scale * ds * qi[d];
-            dvj[d] += pr[e] * doi[d];
+            dvj[d] += dropped[e] * doi[d];
           }
         }
       }

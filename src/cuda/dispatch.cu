@@ -11,6 +11,8 @@
 
 #include <cutlass/numeric_types.h>
 
+#include "common/dropout.h"
+
 #include "kernel_family_headers.inc"
 
 namespace flashcore::cuda {
@@ -89,6 +91,7 @@ std::string option_names(unsigned bits) {
   add(KernelOption::kWindow, "window_size (a sliding window)");
   add(KernelOption::kSoftcap, "softcap");
   add(KernelOption::kAlibi, "alibi_slopes");
+  add(KernelOption::kDropout, "dropout_p (dropout)");
   return names;
 }
 
@@ -174,6 +177,7 @@ unsigned problem_options(const detail::AttentionProblem& p) {
   if (p.softcap > 0.0f) options |= KernelOption::kSoftcap;
   if (p.alibi_slopes != nullptr) options |= KernelOption::kAlibi;
   if (p.varlen()) options |= KernelOption::kVarlen;
+  if (p.has_dropout()) options |= KernelOption::kDropout;
   return options;
 }
 
@@ -192,8 +196,9 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.causal = p.causal;
   pp.window_left = static_cast<int>(p.window_left);
   pp.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
-  pp.has_score_mod = p.has_score_mod();
-  pp.has_options = p.has_score_mod() || p.has_window();
+  // Dropout runs in the score-option kernels, as a uniform branch per tile (kernel_variant.h).
+  pp.has_score_mod = p.has_score_mod() || p.has_dropout();
+  pp.has_options = pp.has_score_mod || p.has_window();
   pp.softcap = p.softcap;
   pp.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
   const double unit = p.softcap > 0.0f ? static_cast<double>(p.softcap) : static_cast<double>(p.softmax_scale);
@@ -204,6 +209,11 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.cu_seqlens_q = p.cu_seqlens_q;
   pp.cu_seqlens_k = p.cu_seqlens_k;
+  pp.has_dropout = p.has_dropout();
+  pp.dropout_keep_max = dropout_keep_max(p.dropout_p);
+  pp.dropout_scale = 1.0f / (1.0f - p.dropout_p);
+  pp.dropout_seed = p.dropout_seed;
+  pp.dropout_offset = p.dropout_offset;
   pp.device = device;
   return pp;
 }

@@ -30,6 +30,7 @@ inline constexpr unsigned kWindow = 1u << 0;   // window_left / window_right
 inline constexpr unsigned kSoftcap = 1u << 1;  // softcap > 0
 inline constexpr unsigned kAlibi = 1u << 2;    // alibi_slopes
 inline constexpr unsigned kVarlen = 1u << 3;   // cu_seqlens_q / cu_seqlens_k
+inline constexpr unsigned kDropout = 1u << 4;  // dropout_p > 0
 }  // namespace KernelOption
 
 // The options problem `p` needs of a kernel.

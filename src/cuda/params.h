@@ -49,8 +49,8 @@ struct ProblemParams {
   int window_left = -1;
   int window_right = -1;
   // Score options (common/score_mod.h).
-  bool has_score_mod = false;  // softcap > 0 or alibi_slopes
-  // Any option (window, softcap or ALiBi): with has_score_mod, which of a family's kernel variants
+  bool has_score_mod = false;  // softcap > 0, alibi_slopes or dropout
+  // Any option (window, softcap, ALiBi or dropout): with has_score_mod, which of a family's kernel variants
   // runs (common/kernel_variant.h); its plain kernels carry no code for any option.
   bool has_options = false;
   float softcap = 0;           // 0: off
@@ -68,6 +68,14 @@ struct ProblemParams {
   // seqlen_q / seqlen_k above are then the max_seqlen bounds. Null: the dense layout.
   const int* cu_seqlens_q = nullptr;
   const int* cu_seqlens_k = nullptr;
+  // Dropout (attention.h; common/dropout.h): a runtime branch per tile of the kScoreMod kernels.
+  // A probability is kept when its random byte is at most dropout_keep_max; kept ones are scaled by
+  // dropout_scale = 1 / (1 - dropout_p).
+  bool has_dropout = false;
+  std::uint32_t dropout_keep_max = 255;
+  float dropout_scale = 1.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
   DeviceInfo device;         // persistent grids, split counts, shared-memory checks
 };
 

@@ -88,6 +88,7 @@ std::string options_name(const ScoreOptions& o) {
   std::ostringstream out;
   if (o.window_left >= 0 || o.window_right >= 0) out << "_window" << o.window_left << "_" << o.window_right;
   if (o.softcap > 0.0f) out << "_softcap" << o.softcap;
+  if (o.dropout_p > 0.0f) out << "_dropout" << static_cast<int>(o.dropout_p * 100.0f + 0.5f);
   if (!o.alibi_slopes.empty()) out << (o.alibi_per_batch ? "_alibi_per_batch" : "_alibi");
   return out.str();
 }
@@ -113,6 +114,9 @@ ForwardParams AttentionTensors::forward_params(Backend backend) const {
   p.window_right = options.window_right;
   p.softcap = options.softcap;
   p.alibi_slopes = alibi_view();
+  p.dropout_p = options.dropout_p;
+  p.dropout_seed = options.dropout_seed;
+  p.dropout_offset = options.dropout_offset;
   return p;
 }
 
@@ -134,6 +138,9 @@ BackwardParams AttentionTensors::backward_params(Backend backend) const {
   p.window_right = options.window_right;
   p.softcap = options.softcap;
   p.alibi_slopes = alibi_view();
+  p.dropout_p = options.dropout_p;
+  p.dropout_seed = options.dropout_seed;
+  p.dropout_offset = options.dropout_offset;
   return p;
 }
 

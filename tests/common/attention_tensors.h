@@ -39,6 +39,10 @@ struct ScoreOptions {
   float softcap = 0.0f;
   std::vector<float> alibi_slopes;  // empty: none; (heads_q) values, or (batch, heads_q) when per_batch
   bool alibi_per_batch = false;
+  // Dropout (attention.h): 0 = off.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint32_t dropout_offset = 0;
 };
 
 // Random ALiBi slopes as flash_attn's tests draw them: uniform in [0, 0.3).

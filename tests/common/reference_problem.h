@@ -26,6 +26,9 @@ inline ReferenceProblem reference_problem(const detail::AttentionProblem& p, std
   r.window_left = p.window_left;
   r.window_right = p.window_right;
   r.softcap = p.softcap;
+  r.dropout_p = p.dropout_p;
+  r.dropout_seed = p.dropout_seed;
+  r.dropout_offset = p.dropout_offset;
   if (p.alibi_slopes != nullptr) {
     if (slopes == nullptr) std::abort();  // a test bug: the slopes would be silently dropped
     slopes->resize(static_cast<size_t>(p.batch * p.heads_q));

@@ -40,6 +40,8 @@ const std::vector<VarlenCase>& varlen_cases() {
       {"all_options", {60, 129, 17}, {90, 129, 17}, 4, 2, 40, true, 20, -1, 1.5f, true},
       {"window_both_sides", {100, 65}, {80, 65}, 2, 2, 64, false, 10, 5},
       {"long_causal_d128", {700, 300, 1}, {700, 400, 9}, 2, 1, 128, true, -1, -1, 0.0f, true},
+      {"dropout_all_options", {60, 0, 129, 17}, {90, 5, 129, 17}, 4, 2, 64, true, 20, -1, 1.5f, true, 0.17f},
+      {"dropout", {37, 1, 130, 64}, {37, 1, 200, 64}, 2, 1, 128, false, -1, -1, 0.0f, false, 0.3f},
   };
   return cases;
 }
@@ -84,6 +86,7 @@ ForwardParams VarlenTensors::forward_params(Backend backend) const {
   p.cu_seqlens_q = make_view(const_cast<std::int32_t*>(cu_q.data()), DType::kInt32, Device::kCPU, {batch + 1});
   p.cu_seqlens_k = make_view(const_cast<std::int32_t*>(cu_k.data()), DType::kInt32, Device::kCPU, {batch + 1});
   p.max_seqlen_q = max_q, p.max_seqlen_k = max_k;
+  p.dropout_p = c.dropout_p, p.dropout_seed = kVarlenDropoutSeed, p.dropout_offset = kVarlenDropoutOffset;
   return p;
 }
 
@@ -96,6 +99,7 @@ BackwardParams VarlenTensors::backward_params(Backend backend) const {
   p.window_left = c.window_left, p.window_right = c.window_right, p.softcap = c.softcap;
   p.alibi_slopes = f.alibi_slopes, p.cu_seqlens_q = f.cu_seqlens_q, p.cu_seqlens_k = f.cu_seqlens_k;
   p.max_seqlen_q = max_q, p.max_seqlen_k = max_k;
+  p.dropout_p = c.dropout_p, p.dropout_seed = kVarlenDropoutSeed, p.dropout_offset = kVarlenDropoutOffset;
   return p;
 }
 
@@ -114,6 +118,8 @@ std::vector<Comparison> VarlenTensors::check() const {
     r.batch = 1, r.seqlen_q = nq, r.seqlen_k = nk, r.heads_q = c.heads_q, r.heads_kv = c.heads_kv, r.head_dim = d;
     r.softmax_scale = scale, r.causal = c.causal, r.window_left = c.window_left, r.window_right = c.window_right;
     r.softcap = c.softcap;
+    r.dropout_p = c.dropout_p, r.dropout_seed = kVarlenDropoutSeed, r.dropout_offset = kVarlenDropoutOffset;
+    r.dropout_first_batch = b;  // the sequence's own stream
     std::vector<double> seq_slopes(slopes.begin() + b * c.heads_q, slopes.begin() + (b + 1) * c.heads_q);
     if (c.alibi) r.alibi_slopes = seq_slopes.data();
     const auto sq = rows(qv, cu_q[b], nq, wq), sk = rows(kv, cu_k[b], nk, wk), sv = rows(vv, cu_k[b], nk, wk);

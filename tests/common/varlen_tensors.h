@@ -23,7 +23,10 @@ struct VarlenCase {
   std::int64_t window_left = -1, window_right = -1;
   float softcap = 0.0f;
   bool alibi = false;  // (batch, heads_q) slopes
+  float dropout_p = 0.0f;  // with seed kDropoutSeed, offset kDropoutOffset
 };
+inline constexpr std::uint64_t kVarlenDropoutSeed = 0x5eed0f5eed1234ull;
+inline constexpr std::uint32_t kVarlenDropoutOffset = 12;
 
 inline void PrintTo(const VarlenCase& c, std::ostream* os) { *os << c.name; }
 

@@ -69,6 +69,8 @@ ReferenceProblem reference_problem(const Shape& s, const HostInputs& in) {
   p.window_left = s.window_left;
   p.window_right = s.window_right;
   p.softcap = static_cast<double>(static_cast<float>(s.softcap));  // the float the library is given
+  p.dropout_p = static_cast<double>(static_cast<float>(s.dropout_p));
+  p.dropout_seed = s.dropout_seed;
   if (!in.alibi_slopes.empty()) {
     p.alibi_slopes = in.alibi_slopes.data();
     p.alibi_slopes_per_batch = true;

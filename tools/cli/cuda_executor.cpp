@@ -49,12 +49,14 @@ class CudaExecutor final : public CudaExecutorBase {
     return p;
   }
 
-  // --window, --softcap, --alibi onto forward or backward params.
+  // --window, --softcap, --alibi, --dropout onto forward or backward params.
   template <class Params>
   void set_score_options(Params* p) const {
     p->window_left = job_.shape.window_left;
     p->window_right = job_.shape.window_right;
     p->softcap = static_cast<float>(job_.shape.softcap);
+    p->dropout_p = static_cast<float>(job_.shape.dropout_p);
+    p->dropout_seed = job_.shape.dropout_seed;
     if (alibi_.data() != nullptr) {
       p->alibi_slopes = make_view(alibi_.data(), DType::kFloat32, Device::kCUDA, {job_.shape.batch, job_.shape.heads_q});
     }

@@ -192,6 +192,8 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   fwd.window_right = s.window_right;
   fwd.softcap = static_cast<float>(s.softcap);
   fwd.alibi_slopes = slopes_view;
+  fwd.dropout_p = static_cast<float>(s.dropout_p);
+  fwd.dropout_seed = s.dropout_seed;
   if (call_failed(forward(fwd), "forward", &result)) return result;
   if (call_failed(memory.synchronize(), "forward", &result)) return result;
   for (FuzzTensor* t : {&out, &lse}) {
@@ -210,6 +212,8 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   p.window_left = s.window_left;
   p.window_right = s.window_right;
   p.softcap = fwd.softcap;  // the float the library was given
+  p.dropout_p = fwd.dropout_p;
+  p.dropout_seed = fwd.dropout_seed;
   if (s.alibi) {
     p.alibi_slopes = inputs.alibi_slopes.data();
     p.alibi_slopes_per_batch = true;
@@ -254,6 +258,8 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   bwd.window_right = fwd.window_right;
   bwd.softcap = fwd.softcap;
   bwd.alibi_slopes = fwd.alibi_slopes;
+  bwd.dropout_p = fwd.dropout_p;
+  bwd.dropout_seed = fwd.dropout_seed;
   bwd.deterministic = problem.deterministic;
   if (call_failed(backward(bwd), "backward", &result)) return result;
   if (call_failed(memory.synchronize(), "backward", &result)) return result;

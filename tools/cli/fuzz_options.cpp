@@ -110,8 +110,8 @@ std::string fuzz_usage() {
          "                  --jobs 1 gives each problem --threads threads instead. The report does not change.\n"
          "  --problem       run one problem, as a failure report prints it (batch=..,seqlen_q=..,...)\n"
          "  --no-shrink     report failures as drawn\n"
-         "  --no-score-options  draw no window, softcap or ALiBi (a family that serves none of them\n"
-         "                  would skip those problems); the other fields are drawn as with them\n"
+         "  --no-score-options  draw no window, softcap, ALiBi or dropout (a family that serves none of\n"
+         "                  them would skip those problems); the other fields are drawn as with them\n"
          "  --json          one JSON object on stdout instead of the text report\n";
 }
 

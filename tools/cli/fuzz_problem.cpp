@@ -168,10 +168,14 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   }
   if (r.chance(0.2)) s.softcap = static_cast<double>(r.uniform(1, 500)) / 10.0;  // 0.1 .. 50
   s.alibi = r.chance(0.2);
+  // Dropout, drawn after the score options for the same reason; its Philox key is the input seed.
+  if (r.chance(0.15)) s.dropout_p = static_cast<double>(r.uniform(1, 90)) / 100.0;  // 0.01 .. 0.9
+  s.dropout_seed = p.input_seed;
   if (!limits.score_options) {
     s.window_left = s.window_right = -1;
     s.softcap = 0.0;
     s.alibi = false;
+    s.dropout_p = 0.0;
   }
   return p;
 }
@@ -188,6 +192,7 @@ std::string problem_spec(const FuzzProblem& p) {
   if (s.window_left >= 0 || s.window_right >= 0) out << ",window=" << s.window_left << ":" << s.window_right;
   if (s.softcap > 0.0) out << ",softcap=" << s.softcap;
   if (s.alibi) out << ",alibi=1";
+  if (s.dropout_p > 0.0) out << ",dropout=" << s.dropout_p;
   return out.str();
 }
 
@@ -276,6 +281,16 @@ std::string parse_problem_spec(const std::string& spec, FuzzProblem* problem) {
     s.alibi = it->second == "1";
     fields.erase(it);
   }
+  if (const auto it = fields.find("dropout"); it != fields.end()) {
+    char* end = nullptr;
+    s.dropout_p = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || end != it->second.c_str() + it->second.size() || !std::isfinite(s.dropout_p) ||
+        s.dropout_p < 0.0 || s.dropout_p >= 1.0) {
+      return "--problem: dropout: expected a probability in [0, 1), got '" + it->second + "'";
+    }
+    fields.erase(it);
+  }
+  s.dropout_seed = p.input_seed;
   if (!fields.empty()) return "--problem: unknown field '" + fields.begin()->first + "'";
   *problem = p;
   return "";
@@ -291,6 +306,7 @@ std::string describe(const FuzzProblem& p) {
   if (s.window_left >= 0 || s.window_right >= 0) out << " window=" << s.window_left << "," << s.window_right;
   if (s.softcap > 0.0) out << " softcap=" << s.softcap;
   if (s.alibi) out << " alibi";
+  if (s.dropout_p > 0.0) out << " dropout=" << s.dropout_p;
   return out.str();
 }
 
@@ -305,6 +321,7 @@ std::string run_flags(const FuzzProblem& p) {
   if (s.window_left >= 0 || s.window_right >= 0) out << " --window " << s.window_left << "," << s.window_right;
   if (s.softcap > 0.0) out << " --softcap " << s.softcap;
   if (s.alibi) out << " --alibi";
+  if (s.dropout_p > 0.0) out << " --dropout " << s.dropout_p;
   out << " --repeats 0 --warmup 0 --check";
   return out.str();
 }
@@ -356,6 +373,7 @@ std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
   }
   if (s.softcap > 0.0) with([](FuzzProblem& c) { c.shape.softcap = 0.0; });
   if (s.alibi) with([](FuzzProblem& c) { c.shape.alibi = false; });
+  if (s.dropout_p > 0.0) with([](FuzzProblem& c) { c.shape.dropout_p = 0.0; });
   if (p.inputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.inputs = TensorLayout{}; });
   if (p.outputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.outputs = TensorLayout{}; });
   return out;

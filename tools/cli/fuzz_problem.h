@@ -40,7 +40,7 @@ struct FuzzLimits {
   // Cap on batch * heads_q * seqlen_q * seqlen_k, the score-matrix entries the float64 reference
   // and the same-precision baseline compute (each costing about head_dim multiply-adds a product).
   std::int64_t max_elements = 0;
-  // false: no window, softcap or ALiBi (for a family that serves none of them, so its problems are
+  // false: no window, softcap, ALiBi or dropout (for a family that serves none of them, so its problems are
   // not skipped); every other field is drawn as with them.
   bool score_options = true;
 };

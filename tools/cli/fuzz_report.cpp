@@ -58,6 +58,7 @@ void FuzzCoverage::add(const FuzzProblem& p) {
   count("window", s.has_window());
   count("softcap", s.softcap > 0.0);
   count("alibi", s.alibi);
+  count("dropout", s.dropout_p > 0.0);
 }
 
 std::string fuzz_reproduce_line(const FuzzSummary& summary, const FuzzProblem& problem) {

@@ -25,9 +25,11 @@ struct Shape {
   std::int64_t window_right = -1;
   double softcap = 0.0;
   bool alibi = false;  // random (batch, heads_q) slopes in HostInputs::alibi_slopes
+  double dropout_p = 0.0;          // --dropout (0: off)
+  std::uint64_t dropout_seed = 0;  // the Philox key: --seed (offset 0)
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
-  bool has_score_options() const { return has_window() || softcap > 0.0 || alibi; }
+  bool has_score_options() const { return has_window() || softcap > 0.0 || alibi || dropout_p > 0.0; }
 
   std::int64_t q_elements() const { return batch * seqlen_q * heads_q * head_dim; }   // q, out, dout, dq
   std::int64_t kv_elements() const { return batch * seqlen_k * heads_kv * head_dim; }  // k, v, dk, dv

@@ -44,8 +44,21 @@ bool parse_softcap(std::string_view value, Options* o, std::string* error) {
   return true;
 }
 
+bool parse_dropout(std::string_view value, Options* o, std::string* error) {
+  const std::string text(value);
+  char* end = nullptr;
+  const double parsed = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(parsed) || parsed < 0.0 || parsed >= 1.0) {
+    *error = "--dropout: expected a probability in [0, 1) (0 = off), got '" + text + "'";
+    return false;
+  }
+  o->dropout_p = parsed;
+  return true;
+}
+
 bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::string* error) {
   if (flag == "--window") return parse_window(value, o, error);
+  if (flag == "--dropout") return parse_dropout(value, o, error);
   if (flag == "--softcap") return parse_softcap(value, o, error);
   if (flag == "--batch") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
   if (flag == "--seqlen") {
@@ -89,7 +102,7 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
 bool takes_value(std::string_view flag) {
   for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
                             "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads",
-                            "--window", "--softcap", "--page-size", "--new", "--splits"}) {
+                            "--window", "--softcap", "--dropout", "--page-size", "--new", "--splits"}) {
     if (flag == known) return true;
   }
   return false;
@@ -201,7 +214,7 @@ std::string usage() {
       "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
       "                     [--deterministic] [--kernels auto|sm80|sm90] [--impl " + impls + "]\n"
-      "                     [--window L,R] [--softcap X] [--alibi]\n"
+      "                     [--window L,R] [--softcap X] [--alibi] [--dropout P]\n"
       "                     [--kvcache [--page-size N] [--new N] [--splits N]]\n"
       "                     [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
@@ -219,6 +232,8 @@ std::string usage() {
       "              count the visible scores only\n"
       "  --softcap   scores become X * tanh(score / X) (Gemma 2's logit softcap)\n"
       "  --alibi     ALiBi with random (batch, heads) slopes in [0, 0.3), as flash_attn's tests\n"
+      "  --dropout   dropout with probability P on the attention probabilities (training), the\n"
+      "              Philox stream keyed by --seed, offset 0 (flashcore/attention.h, \"dropout\")\n"
       "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
       "  --kernels   CUDA: the GPU kernel family; auto (default) takes sm90 on an H100/H200 where it\n"
       "              serves the head dim, else sm80; sm80 or sm90 forces one (FLASHCORE_KERNELS too)\n"

@@ -24,6 +24,7 @@ struct Options {
   std::int64_t window_right = -1;
   double softcap = 0.0;  // --softcap X (0: off)
   bool alibi = false;    // --alibi: random slopes, as flash_attn's tests draw them
+  double dropout_p = 0.0;  // --dropout P (0: off); the Philox seed is --seed, the offset 0
   bool backward = false;
   bool deterministic = false;  // backward: bit-identical gradients run after run
   DeviceChoice device = DeviceChoice::kAuto;

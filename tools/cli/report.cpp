@@ -92,6 +92,7 @@ void print_text(const Report& r) {
     }
     if (s.softcap > 0.0) std::printf(" softcap %g", s.softcap);
     if (s.alibi) std::printf(" alibi (random slopes)");
+    if (s.dropout_p > 0.0) std::printf(" dropout %g", s.dropout_p);
     std::printf("\n");
   }
   if (r.element != r.input_dtype) std::printf("            inputs rounded to %s first\n", dtype_name(r.input_dtype));
@@ -149,6 +150,7 @@ void print_json(const Report& r) {
   json += ", \"window_right\": " + std::to_string(s.window_right);
   json += ", \"softcap\": " + json_number(s.softcap);
   json += ", \"alibi\": " + json_bool(s.alibi);
+  json += ", \"dropout_p\": " + json_number(s.dropout_p);
   json += ", \"backward\": " + json_bool(r.backward);
   json += ", \"deterministic\": " + json_bool(r.deterministic);
   json += ", \"repeats\": " + std::to_string(r.repeats);

@@ -47,6 +47,8 @@ Shape shape_of(const Options& o) {
   s.window_right = o.window_right;
   s.softcap = o.softcap;
   s.alibi = o.alibi;
+  s.dropout_p = o.dropout_p;
+  s.dropout_seed = o.seed;
   return s;
 }
 
@@ -145,7 +147,7 @@ int run_command(const Options& o) {
   if (is_ladder_rung(o.impl)) {
     if (o.deterministic) return usage_error("--deterministic: the teaching-ladder rungs have no deterministic mode");
     if (shape.has_score_options()) {
-      return usage_error("--window, --softcap, --alibi: the teaching-ladder rungs have none of these options");
+      return usage_error("--window, --softcap, --alibi, --dropout: the teaching-ladder rungs have none of these options");
     }
     if (const std::string error = ladder_request_error(o.impl, shape, o.dtype, o.backward); !error.empty()) {
       return usage_error(error);
@@ -158,6 +160,7 @@ int run_command(const Options& o) {
   if (on_cuda && !cuda_device_present()) return failure("--device cuda: no CUDA device is present");
   if (o.kvcache) {
     if (o.impl != "flashcore") return usage_error("--kvcache: runs --impl flashcore only");
+    if (o.dropout_p > 0.0) return usage_error("--dropout: forward_kvcache has no dropout (inference)");
     return kvcache_run(o, on_cuda);
   }
 

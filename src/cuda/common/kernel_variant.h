@@ -4,7 +4,7 @@
 // fixed cost at d = 128, while the window alone, as runtime data, costs the forward nothing).
 //   kPlain     no window, no score options: most calls
 //   kWindow    the sliding window (runtime data of the mask's trip counts and compares)
-//   kScoreMod  softcap and ALiBi (runtime data: uniform branches per tile), with the window
+//   kScoreMod  softcap, ALiBi and dropout (runtime data: uniform branches per tile), with the window
 #pragma once
 
 #include "cuda/params.h"

@@ -11,6 +11,9 @@
 //                     (kScoreMod: S through softcap/ALiBi first, common/score_mod.h; the
 //                     window exists only in the kWindow and kScoreMod kernels)
 //                dS = P (dP - D)                       (times 1 - tanh² with softcap)
+//                     (kScoreMod, a uniform branch: dropout's Z, common/dropout.h, drawn again:
+//                      dP *= Z before, P *= keep after, so dS = P (Z dP - D) and dV = (P keep)ᵀ dO
+//                      times 1 / (1 - p) once, before the epilogue)
 //                P, dS -> smem                the next products read them transposed
 //                dV += Pᵀ dO                  fp32 accumulators live across the whole loop
 //                dQ_partial = dS K  -> added into the fp32 workspace (sm90: per-warp bulk
@@ -28,6 +31,7 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/sm80/copy.h"
+#include "cuda/common/dropout.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
 #include "cuda/common/kernel_variant.h"
@@ -265,6 +269,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
         // 1 with a softcap, 0 without: dscore = 1 - capped² * this, no branch per element.
         [[maybe_unused]] const float tanh_weight = params.softcap > 0.0f ? 1.0f : 0.0f;
         [[maybe_unused]] const ScoreMod::Distance distance(mask.diagonal(), tScS, m0, n0);
+        // Dropout: the keep bits of this tile's entries, one bit each (attention.h).
+        [[maybe_unused]] std::uint32_t keep[(kRows * kCols + 31) / 32];
+        if constexpr (kScoreMod) {
+          if (params.has_dropout) {  // dP *= Z (1 / (1 - p) or 0); the bits again for P below
+            const TileDropout dropout(params, batch, head);
+            dropout.mask_and_keep_bits<16 * Traits::kAtomMSdP, 8 * (Traits::kNWarps / Traits::kAtomMSdP), kRows,
+                                       kCols>(acc_dp, params.dropout_scale, keep, m0 + get<0>(tScS_rc(0, 0)),
+                                              n0 + get<1>(tScS_rc(0, 0)));
+          }
+        }
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           const int row = get<0>(tScS_rc(r, 0));
@@ -293,6 +307,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
               dp(r, c) = p * (dp(r, c) - row_dsum);
             }
           }
+        }
+        if constexpr (kScoreMod) {  // P *= keep for dV; its 1 / (1 - p) goes onto dV once, at the end
+          if (params.has_dropout) TileDropout::apply<kRows, kCols>(scores, keep, 1.0f);
         }
         Tensor rP = convert_fragment<Element>(acc_s);
         Tensor rdS = convert_fragment<Element>(acc_dp);
@@ -353,6 +370,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) bwd_kernel(const __grid_
     DqAccumulate::drain(lane);  // deterministic mode: the next key block adds to the same tiles
     cp_async_wait<0>();
     __syncthreads();  // every warp is done reading sK, sV
+    if constexpr (kScoreMod) {
+      if (params.has_dropout) {  // dV = (P Z)ᵀ dO with P masked above: Z's 1 / (1 - p) here, once
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_dv); ++i) acc_dv(i) *= params.dropout_scale;
+      }
+    }
     store_dk_dv<Traits>(params, seq, acc_dk, acc_dv, tiled_mma_dkv, sK, sV, batch, kv_head, n0, tid);
   }
 }

@@ -9,6 +9,9 @@
 //                                   or seqlen_k; blocks wholly outside the window never run (the
 //                                   window exists only in the kWindow and kScoreMod kernels)
 //                online softmax     running max/sum in registers, O rescaled by exp(Δmax)
+//                dropout            kScoreMod kernels, a uniform branch: dropped probabilities
+//                                   become 0 after the row sums (common/dropout.h); the kept
+//                                   ones' 1 / (1 - p) is applied once to O in the epilogue
 //                O += P V           P converted in registers to the A operand, V by ldmatrix.trans
 //              while V of this block loads during Q Kᵀ and K of the next block during softmax/PV.
 //   epilogue   O / rowsum through shared memory to 16-byte global stores; LSE per row.
@@ -20,6 +23,7 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/sm80/copy.h"
+#include "cuda/common/dropout.h"
 #include "cuda/common/epilogue.h"
 #include "cuda/common/fragment.h"
 #include "cuda/common/kernel_variant.h"
@@ -162,6 +166,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // then as the plain kernels do), score_mod.h; the softmax scales by that unit.
   [[maybe_unused]] const float alibi_slope = kScoreMod ? ScoreMod::slope(params, batch, head) : 0.0f;
   const float softmax_scale_log2 = kScoreMod ? params.score_unit_log2 : params.scale_log2;
+  [[maybe_unused]] const TileDropout dropout(params, batch, head);
   auto process_key_block = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
@@ -199,6 +204,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     softmax.update(acc_s, acc_o, softmax_scale_log2);
     Tensor rP = convert_fragment<Element>(acc_s);
+    if constexpr (kScoreMod) {
+      if (params.has_dropout) {  // after the row sums, on the 16-bit P (common/dropout.h)
+        constexpr int kRowsS = decltype(size<0>(accumulator_as_rows_cols(acc_s.layout())))::value;
+        constexpr int kColsS = decltype(size<1>(accumulator_as_rows_cols(acc_s.layout())))::value;
+        Tensor pairs = recast<std::uint32_t>(rP);  // (2 columns of a row) per entry, flat
+        dropout.zero_dropped_pairs<16 * Traits::kNWarps, 8, kRowsS, kColsS>(pairs, m0 + get<0>(tScS(0)),
+                                                                            n * kBlockN + get<1>(tScS(0)));
+      }
+    }
     Tensor tOrP = make_tensor(rP.data(), accumulator_as_a_operand(rP.layout()));  // (MMA, MMA_M, MMA_K=kBlockN)
     gemm_reg_smem(tiled_mma, acc_o, tOrP, tOrVt, smem_thr_copy_v.partition_S(sVt_at(stage)), smem_copy_v, tid);
     if constexpr (kStagesKV == 2) stage ^= 1;
@@ -220,6 +234,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   Tensor tScS_rc = make_tensor(tScS.data(), accumulator_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
   softmax.finalize(acc_o, kScoreMod ? params.score_unit : params.softmax_scale, lse,
                    [&](int r) { return mask.row_sees_a_key(m0 + get<0>(tScS_rc(r, 0))); });
+  if constexpr (kScoreMod) {
+    if (params.has_dropout) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_o); ++i) acc_o(i) *= params.dropout_scale;
+    }
+  }
   store_output<Traits>(params, seq, acc_o, lse, tiled_mma, sQ, gO, m0, head, batch, tid);
 }
 
