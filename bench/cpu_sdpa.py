@@ -128,6 +128,10 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--quiet-load", type=float, default=None,
+                    help="before each cell, wait until the 1-minute load average is below this (a shared machine: "
+                         "timings mean little while others compile), at most --quiet-wait seconds")
+    ap.add_argument("--quiet-wait", type=float, default=600.0)
     args = ap.parse_args()
 
     model, flags = cpu_model()
@@ -160,6 +164,7 @@ def main():
                 for s in [int(x) for x in args.seqlens.split(",")]:
                     for causal in [bool(int(x)) for x in args.causal.split(",")]:
                         for pass_ in args.passes.split(","):
+                            wait_for_quiet(args)
                             load0 = os.getloadavg()[0]
                             calls = {impl: make_calls(impl, pass_, DTYPES[dt], args.batch, args.heads, s, d, causal)
                                      for impl in ("flashcore", "sdpa_cpu")}
@@ -185,6 +190,15 @@ def main():
                                   f"load {load0:.2f}->{load1:.2f}", flush=True)
                             save(args, ctx, rows, complete=False)
     save(args, ctx, rows, complete=True)
+
+
+def wait_for_quiet(args):
+    """Sleeps until the 1-minute load average drops below --quiet-load (or --quiet-wait runs out)."""
+    if args.quiet_load is None:
+        return
+    deadline = time.monotonic() + args.quiet_wait
+    while os.getloadavg()[0] >= args.quiet_load and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def save(args, ctx, rows, complete):
