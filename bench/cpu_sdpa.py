@@ -129,11 +129,13 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--quiet-load", type=float, default=None,
-                    help="before each cell, wait until the 1-minute load average is below this (a shared machine: "
-                         "timings mean little while others compile), at most --quiet-wait seconds")
+                    help="before the first cell, wait until the 1-minute load average is below this (a shared "
+                         "machine: timings mean little while others compile), at most --quiet-wait seconds; only "
+                         "at the start, since the run's own threads then count in the load average")
     ap.add_argument("--quiet-wait", type=float, default=600.0)
     args = ap.parse_args()
 
+    wait_for_quiet(args)
     model, flags = cpu_model()
     ctx = {
         "date": datetime.date.today().isoformat(),
@@ -164,7 +166,6 @@ def main():
                 for s in [int(x) for x in args.seqlens.split(",")]:
                     for causal in [bool(int(x)) for x in args.causal.split(",")]:
                         for pass_ in args.passes.split(","):
-                            wait_for_quiet(args)
                             load0 = os.getloadavg()[0]
                             calls = {impl: make_calls(impl, pass_, DTYPES[dt], args.batch, args.heads, s, d, causal)
                                      for impl in ("flashcore", "sdpa_cpu")}
