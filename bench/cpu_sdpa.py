@@ -152,6 +152,10 @@ def main():
         "flashcore": flashcore.__version__,
         "flashcore_library": os.environ.get("FLASHCORE_LIBRARY"),
         "loadavg_start": os.getloadavg(),
+        # torch's OpenMP threads spin after each of its parallel regions unless told to sleep; a
+        # spinning thread takes the core flashcore's next call wants (docs/tuning/cpu.md, v9).
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
     }
     try:
         ctx["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
