@@ -1,6 +1,6 @@
-// CPU flash forward: one task per (batch, query head, block of kForwardBlockM query rows) sweeps the keys
-// in blocks of kBlockN with an online softmax (running max and sum, rescaling the accumulator when
-// the max grows), so no seqlen_q x seqlen_k matrix exists. Arithmetic is float32; each worker's
+// CPU flash forward: one task per (batch, query head, block of kForwardBlockM query rows) sweeps
+// the keys in blocks of kBlockN with an online softmax (running max and sum, rescaling the
+// accumulator when the max grows), so no seqlen_q x seqlen_k matrix exists. Arithmetic is float32; each worker's
 // extra memory is its tiles, O(block x head_dim).
 //
 // Non-finite inputs follow the plain formula (attention.h): a NaN or +inf score, or a row whose
@@ -172,7 +172,8 @@ void forward_block(const ForwardParams& params, const detail::AttentionProblem& 
     float* s_live = t.s.data() + r_lo * kBlockN;
     float* acc_live = t.acc.data() + r_lo * head_dim;
     if (dp != nullptr) {
-      std::fill(s_live, s_live + live * kBlockN, 0.0f);  // the bf16 P·V product reads column `cols` when cols is odd
+      // The bf16 P·V product reads P's column `cols` when cols is odd: it must be 0.
+      std::fill(s_live, s_live + live * kBlockN, 0.0f);
       dp->pack_transposed(bits_of<Element>(params.k, b, n0, hk), params.k.stride[1], cols, head_dim, t.k16.data(),
                           kBlockN);
       dp->pack_rows(bits_of<Element>(params.v, b, n0, hk), params.v.stride[1], cols, head_dim, t.v16.data(), head_dim);

@@ -221,7 +221,8 @@ float exp_sum(float* x, int64_t n, float sub) {
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
     // sub is the row's max, so x - sub <= 0 (or NaN, from an inf - inf): only the low clamp.
-    const __m512 e = exp2_clamped(clamp_low(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s), log2e)));
+    const __m512 shifted = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s);
+    const __m512 e = exp2_clamped(clamp_low(_mm512_mul_ps(shifted, log2e)));
     _mm512_mask_storeu_ps(x + j, mask, e);
     sum = _mm512_mask_add_ps(sum, mask, sum, e);
   }
