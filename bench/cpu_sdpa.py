@@ -128,8 +128,14 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--quiet-load", type=float, default=None,
+                    help="before the first cell, wait until the 1-minute load average is below this (a shared "
+                         "machine: timings mean little while others compile), at most --quiet-wait seconds; only "
+                         "at the start, since the run's own threads then count in the load average")
+    ap.add_argument("--quiet-wait", type=float, default=600.0)
     args = ap.parse_args()
 
+    wait_for_quiet(args)
     model, flags = cpu_model()
     ctx = {
         "date": datetime.date.today().isoformat(),
@@ -146,6 +152,10 @@ def main():
         "flashcore": flashcore.__version__,
         "flashcore_library": os.environ.get("FLASHCORE_LIBRARY"),
         "loadavg_start": os.getloadavg(),
+        # torch's OpenMP threads spin after each of its parallel regions unless told to sleep; a
+        # spinning thread takes the core flashcore's next call wants (docs/tuning/cpu.md, v9).
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
     }
     try:
         ctx["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -185,6 +195,15 @@ def main():
                                   f"load {load0:.2f}->{load1:.2f}", flush=True)
                             save(args, ctx, rows, complete=False)
     save(args, ctx, rows, complete=True)
+
+
+def wait_for_quiet(args):
+    """Sleeps until the 1-minute load average drops below --quiet-load (or --quiet-wait runs out)."""
+    if args.quiet_load is None:
+        return
+    deadline = time.monotonic() + args.quiet_wait
+    while os.getloadavg()[0] >= args.quiet_load and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def save(args, ctx, rows, complete):

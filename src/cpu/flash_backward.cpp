@@ -216,16 +216,17 @@ void probabilities_and_dscores(const detail::AttentionProblem& p, const ScoreMod
   const KeyRange range(p);
   const bool score_mod = p.has_score_mod();
   const CpuKernels& kernels = cpu_kernels();
-  std::fill(t.s.begin(), t.s.end(), 0.0f);
-  std::fill(t.dp.begin(), t.dp.end(), 0.0f);
   if (t.bf16 != nullptr) {
+    // The bf16 products of P and dS read their column `cols` when cols is odd: it must be 0.
+    std::fill(t.s.begin(), t.s.end(), 0.0f);
+    std::fill(t.dp.begin(), t.dp.end(), 0.0f);
     const int64_t padded = head_dim + head_dim % 2;
     t.bf16->gemm_acc(rows, cols, padded / 2, t.q16.data(), padded, t.kt16.data(), kBlockN, t.s.data(), kBlockN);
     if (!score_mod) kernels.scale(t.s.data(), rows * kBlockN, p.softmax_scale);
     t.bf16->gemm_acc(rows, cols, padded / 2, t.dout16.data(), padded, t.vt16.data(), kBlockN, t.dp.data(), kBlockN);
   } else {
-    gemm_nn_acc(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
-    gemm_nn_acc(rows, cols, head_dim, t.dout.data(), head_dim, t.vt.data(), kBlockN, t.dp.data(), kBlockN);
+    gemm_nn(rows, cols, head_dim, t.q.data(), head_dim, t.kt.data(), kBlockN, t.s.data(), kBlockN);
+    gemm_nn(rows, cols, head_dim, t.dout.data(), head_dim, t.vt.data(), kBlockN, t.dp.data(), kBlockN);
   }
   t.partly_masked = false;
   for (int64_t r = 0; r < rows; ++r) {

@@ -26,7 +26,7 @@ TEST(Scratch, ForwardIsTilesPerWorkerWhateverTheSeqlen) {
   const std::size_t at_4k = cpu::flash_forward_scratch_bytes(problem_with_seqlen(4096), 4);
   EXPECT_EQ(cpu::flash_forward_scratch_bytes(problem_with_seqlen(32768), 4), at_4k);
   EXPECT_EQ(cpu::flash_forward_scratch_bytes(problem_with_seqlen(4096), 8), 2 * at_4k);
-  EXPECT_LT(at_4k, std::size_t{4} << 20);  // a few (64, 128) float tiles per worker
+  EXPECT_LT(at_4k, std::size_t{4} << 20);  // a few (512, 128) float tiles per worker
 }
 
 // Two passes (more workers than (batch, kv head) pairs): the per-row deltas grow with seqlen.

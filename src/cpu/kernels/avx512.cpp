@@ -21,15 +21,17 @@ __mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask1
 // A (R, 16 * NV) block of c in registers across the whole k loop: per p, NV vectors of b serve R
 // rows, each a broadcast of one A element into NV FMAs. R = 8, NV = 2 uses 16 accumulators of the
 // 32 registers, enough independent FMAs to cover their latency. `last` masks the columns of the
-// last vector (a ragged right edge); masked-off lanes are neither read nor written.
-template <int R, int NV>
+// last vector (a ragged right edge); masked-off lanes are neither read nor written. kAccumulate
+// false starts from 0 instead of c, so a score tile needs no fill before its product.
+template <bool kAccumulate, int R, int NV>
 inline __attribute__((always_inline)) void block(int64_t k, const float* __restrict a, int64_t a_row, int64_t a_col,
                                                  const float* __restrict b, int64_t ldb, float* __restrict c,
                                                  int64_t ldc, __mmask16 last) {
   __m512 acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v)
-      acc[r][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), c + r * ldc + 16 * v);
+      acc[r][v] = kAccumulate ? _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), c + r * ldc + 16 * v)
+                              : _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
     __m512 bv[NV];
     for (int v = 0; v < NV; ++v)
@@ -45,33 +47,34 @@ inline __attribute__((always_inline)) void block(int64_t k, const float* __restr
 }
 
 // All m rows of a (m, 16 * NV) column panel: blocks of 8 rows, then the remainder.
-template <int NV>
+template <bool kAccumulate, int NV>
 void panel(int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb, float* c,
            int64_t ldc, __mmask16 last) {
   int64_t i = 0;
-  for (; i + 8 <= m; i += 8) block<8, NV>(k, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, last);
+  for (; i + 8 <= m; i += 8) block<kAccumulate, 8, NV>(k, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, last);
   const float* ai = a + i * a_row;
   float* ci = c + i * ldc;
   switch (m - i) {
-    case 7: block<7, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 6: block<6, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 5: block<5, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 4: block<4, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 3: block<3, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 2: block<2, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
-    case 1: block<1, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 7: block<kAccumulate, 7, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 6: block<kAccumulate, 6, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 5: block<kAccumulate, 5, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 4: block<kAccumulate, 4, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 3: block<kAccumulate, 3, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 2: block<kAccumulate, 2, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
+    case 1: block<kAccumulate, 1, NV>(k, ai, a_row, a_col, b, ldb, ci, ldc, last); break;
     default: break;
   }
 }
 
-void gemm_acc(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b,
-              int64_t ldb, float* c, int64_t ldc) {
+template <bool kAccumulate>
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
+          float* c, int64_t ldc) {
   int64_t j = 0;
-  for (; j + 32 <= n; j += 32) panel<2>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, 0xffff);
+  for (; j + 32 <= n; j += 32) panel<kAccumulate, 2>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, 0xffff);
   if (n - j > 16) {
-    panel<2>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, first_lanes(n - j - 16));
+    panel<kAccumulate, 2>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, first_lanes(n - j - 16));
   } else if (n - j > 0) {
-    panel<1>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, first_lanes(n - j));
+    panel<kAccumulate, 1>(m, k, a, a_row, a_col, b + j, ldb, c + j, ldc, first_lanes(n - j));
   }
 }
 
@@ -178,25 +181,27 @@ void from_float(DType dtype, const float* src, int64_t n, float scale, void* dst
 }
 
 // ---- softmax pieces -------------------------------------------------------------------------
-// exp2(x) to ~1 ulp: x = n + f with n an integer and |f| <= 1/2, 2^f from its Taylor series to
-// degree 7 (truncation error < 1e-8 relative), 2^n applied by scalef. x is clamped to [-200, 128]
-// first: exp2 then gives exactly 0 below (masked scores are -inf) and +inf above; max/min return
-// their second operand when either is NaN, so a NaN x stays NaN.
-inline __m512 exp2v(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-200.0f), x);
-  x = _mm512_min_ps(_mm512_set1_ps(128.0f), x);
+// exp2(x) to ~1 ulp for x in [-200, 128] or NaN (callers clamp): x = n + f with n an integer and
+// |f| <= 1/2, 2^f from a degree-6 polynomial fitted for relative error (1.9e-9 on [-1/2, 1/2],
+// 0.8 ulp once evaluated in float; its constant term is exactly 1, so exp2(0) = 1 exactly), 2^n
+// applied by scalef. Below -126 scalef goes to denormals and then exactly 0 (masked scores are
+// -inf, clamped to -200); a NaN x stays NaN through every step.
+inline __m512 exp2_clamped(__m512 x) {
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.540353039338161e-04f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
+  __m512 p = _mm512_set1_ps(1.5345810970757157e-04f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399930903688073e-03f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618489071726799e-03f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550328642129898e-02f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646248340607e-01f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-01f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
+
+// max/min return their second operand when either is NaN, so a NaN x stays NaN.
+inline __m512 clamp_low(__m512 x) { return _mm512_max_ps(_mm512_set1_ps(-200.0f), x); }
+inline __m512 clamp(__m512 x) { return _mm512_min_ps(_mm512_set1_ps(128.0f), clamp_low(x)); }
 
 float max(const float* x, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
@@ -215,7 +220,9 @@ float exp_sum(float* x, int64_t n, float sub) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
-    const __m512 e = exp2v(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s), log2e));
+    // sub is the row's max, so x - sub <= 0 (or NaN, from an inf - inf): only the low clamp.
+    const __m512 shifted = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j), s);
+    const __m512 e = exp2_clamped(clamp_low(_mm512_mul_ps(shifted, log2e)));
     _mm512_mask_storeu_ps(x + j, mask, e);
     sum = _mm512_mask_add_ps(sum, mask, sum, e);
   }
@@ -234,7 +241,7 @@ void probabilities_dscores(float* s, float* dp, int64_t n, float lse, float delt
   const __m512 l = _mm512_set1_ps(lse), dl = _mm512_set1_ps(delta), log2e = _mm512_set1_ps(kLog2e);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
-    const __m512 p = exp2v(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), l), log2e));
+    const __m512 p = exp2_clamped(clamp(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), l), log2e)));
     const __m512 ds = _mm512_mul_ps(p, _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, dp + j), dl));
     _mm512_mask_storeu_ps(s + j, mask, p);
     _mm512_mask_storeu_ps(dp + j, mask, ds);
@@ -264,7 +271,7 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
 // Only the table, with the bf16 products (avx512_bf16.cpp) when `bf16` is given: the feature
 // check lives in select.cpp, compiled for the baseline CPU.
 CpuKernels avx512_kernel_table(const Bf16Kernels* bf16) {
-  return {"avx512", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
+  return {"avx512", gemm<true>, gemm<false>, to_float, to_float_transposed, from_float, max, exp_sum,
           scale, probabilities_dscores, dot, bf16};
 }
 

@@ -43,6 +43,9 @@ struct CpuKernels {
   // c (m, n; ldc) += A · b with A(i, p) = a[i * a_row + p * a_col] (m, k) and b (k, n; ldb).
   void (*gemm_acc)(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row,
                    std::int64_t a_col, const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+  // c (m, n; ldc) = A · b, the same sums written over c (no fill of c needed before).
+  void (*gemm)(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_row, std::int64_t a_col,
+               const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
 
   // dst[0, n) = src[0, n) as float; src holds `dtype` elements (fp16, bf16 or fp32).
   void (*to_float)(DType dtype, const void* src, std::int64_t n, float* dst);

@@ -73,6 +73,13 @@ void gemm_acc(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, in
   edge(m - m_full, n, k, a + m_full * a_row, a_row, a_col, b, ldb, c + m_full * ldc, ldc);
 }
 
+// c = A · b: c's (m, n) block zeroed, then the accumulating product (the same sums).
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
+          float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  gemm_acc(m, n, k, a, a_row, a_col, b, ldb, c, ldc);
+}
+
 // Calls f(Element{}) for the dtype's element type.
 template <typename F>
 void with_element(DType dtype, F&& f) {
@@ -153,7 +160,7 @@ float dot(DType dtype, const void* a, const void* b, int64_t n) {
 }  // namespace
 
 const CpuKernels& portable_kernels() {
-  static const CpuKernels kernels{"portable", gemm_acc, to_float, to_float_transposed, from_float, max, exp_sum,
+  static const CpuKernels kernels{"portable", gemm_acc, gemm, to_float, to_float_transposed, from_float, max, exp_sum,
                                   scale, probabilities_dscores, dot, nullptr};
   return kernels;
 }
