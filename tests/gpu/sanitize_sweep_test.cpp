@@ -44,6 +44,11 @@ void apply_row_options(unsigned options, AttentionTensors& t) {
   }
   if (options & cuda::KernelOption::kSoftcap) t.options.softcap = 20.0f;
   if (options & cuda::KernelOption::kAlibi) t.options.alibi_slopes = random_alibi_slopes(t.shape.heads_q, 5);
+  if (options & cuda::KernelOption::kDropout) {
+    t.options.dropout_p = 0.17f;
+    t.options.dropout_seed = 0x5eed;
+    t.options.dropout_offset = 3;
+  }
 }
 
 std::string row_name(const char* pass, KernelFamily family, DType dtype, int head_dim, unsigned options) {
