@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "api/problem.h"
+#include "common/reference_check.h"
 #include "common/attention_tensors.h"
 #include "common/reference_problem.h"
 #include "cpu/key_range.h"
@@ -97,16 +98,7 @@ TEST_P(ScoreOptions, ForwardMatchesReferenceWithinTwiceTheSamePrecisionError) {
   const ForwardParams params = t.forward_params(Backend::kCpu);
   const Status status = forward(params);
   ASSERT_TRUE(status.ok()) << status.message();
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_forward(params, &problem).ok());
-  std::vector<double> ref_out, ref_lse, slopes;
-  ASSERT_TRUE(cpu::reference_forward_f64(params, problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                t.k.values(), t.v.values());
-  const Comparison out = compare_to_reference("out", t.dtype, 2.0, t.out.values(), base.out, ref_out);
-  EXPECT_TRUE(out.ok) << out.message;
-  const Comparison lse = compare_to_reference("lse", DType::kFloat32, 2.0, t.lse.values(), base.lse, ref_lse);
-  EXPECT_TRUE(lse.ok) << lse.message;
+  for (const Comparison& c : compare_forward_to_reference(t)) EXPECT_TRUE(c.ok) << c.message;
 }
 
 TEST_P(ScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) {
@@ -116,18 +108,7 @@ TEST_P(ScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) 
   const BackwardParams params = t.backward_params(Backend::kCpu);
   status = backward(params);
   ASSERT_TRUE(status.ok()) << status.message();
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_backward(params, &problem).ok());
-  std::vector<double> ref_dq, ref_dk, ref_dv, slopes;
-  ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineBackward base = baseline_backward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                  t.k.values(), t.v.values(), t.dout.values());
-  for (const auto& [name, got, baseline, ref] :
-       {std::tuple{"dq", t.dq.values(), base.dq, ref_dq}, std::tuple{"dk", t.dk.values(), base.dk, ref_dk},
-        std::tuple{"dv", t.dv.values(), base.dv, ref_dv}}) {
-    const Comparison c = compare_to_reference(name, t.dtype, 3.0, got, baseline, ref);
-    EXPECT_TRUE(c.ok) << c.message;
-  }
+  for (const Comparison& c : compare_backward_to_reference(t)) EXPECT_TRUE(c.ok) << c.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ScoreOptions,

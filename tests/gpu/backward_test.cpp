@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "api/problem.h"
+#include "common/reference_check.h"
 #include "common/attention_tensors.h"
 #include "common/reference_problem.h"
 #include "flashcore/accuracy.h"
@@ -179,19 +180,7 @@ TEST(CudaBackwardSeqlen1, GradientsOfAConstantSoftmax) {
       const Status status = run.run(t, /*deterministic=*/false);
       ASSERT_TRUE(status.ok()) << status.message();
 
-      const BackwardParams params = t.backward_params(Backend::kCpuReference);
-      detail::AttentionProblem problem;
-      ASSERT_TRUE(detail::validate_backward(params, &problem).ok());
-      std::vector<double> ref_dq, ref_dk, ref_dv;
-      ASSERT_TRUE(cpu::reference_backward_f64(params, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-      const BaselineBackward base =
-          baseline_backward(reference_problem(problem), problem.dtype,
-                            t.q.values(), t.k.values(), t.v.values(), t.dout.values());
-      const RowSumAllowance row_sums = row_sum_allowance(reference_problem(problem), dtype, t.q.values(), t.k.values(),
-                                                         t.v.values(), t.out.values(), t.dout.values());
-      for (const Comparison& c : {compare_to_reference("dq", dtype, 3.0, t.dq.values(), base.dq, ref_dq, row_sums.dq),
-                                  compare_to_reference("dk", dtype, 3.0, t.dk.values(), base.dk, ref_dk, row_sums.dk),
-                                  compare_to_reference("dv", dtype, 3.0, t.dv.values(), base.dv, ref_dv)}) {
+      for (const Comparison& c : compare_backward_to_reference(t, /*row_sum_allowance=*/true)) {
         EXPECT_TRUE(c.ok) << shape_name(s) << ": " << c.message;
       }
     }

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "api/problem.h"
+#include "common/reference_check.h"
 #include "common/attention_tensors.h"
 #include "common/reference_problem.h"
 #include "cpu/reference.h"
@@ -87,17 +88,7 @@ TEST_P(CudaDropout, ForwardMatchesReferenceWithinTwiceTheSamePrecisionError) {
   t.poison_forward_outputs();
   dev.download_forward_outputs(t);
 
-  const ForwardParams host = t.forward_params(Backend::kCpuReference);
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_forward(host, &problem).ok());
-  std::vector<double> ref_out, ref_lse, slopes;
-  ASSERT_TRUE(cpu::reference_forward_f64(host, problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                t.k.values(), t.v.values());
-  const Comparison out = compare_to_reference("out", t.dtype, 2.0, t.out.values(), base.out, ref_out);
-  EXPECT_TRUE(out.ok) << out.message;
-  const Comparison lse = compare_to_reference("lse", DType::kFloat32, 2.0, t.lse.values(), base.lse, ref_lse);
-  EXPECT_TRUE(lse.ok) << lse.message;
+  for (const Comparison& c : compare_forward_to_reference(t)) EXPECT_TRUE(c.ok) << c.message;
 }
 
 TEST_P(CudaDropout, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) {
@@ -115,19 +106,7 @@ TEST_P(CudaDropout, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) {
   t.poison_backward_outputs();
   dev.download_backward_outputs(t);
 
-  const BackwardParams host = t.backward_params(Backend::kCpuReference);
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_backward(host, &problem).ok());
-  std::vector<double> ref_dq, ref_dk, ref_dv, slopes;
-  ASSERT_TRUE(cpu::reference_backward_f64(host, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineBackward base = baseline_backward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                  t.k.values(), t.v.values(), t.dout.values());
-  for (const auto& [name, got, baseline, ref] :
-       {std::tuple{"dq", t.dq.values(), base.dq, ref_dq}, std::tuple{"dk", t.dk.values(), base.dk, ref_dk},
-        std::tuple{"dv", t.dv.values(), base.dv, ref_dv}}) {
-    const Comparison c = compare_to_reference(name, t.dtype, 3.0, got, baseline, ref);
-    EXPECT_TRUE(c.ok) << c.message;
-  }
+  for (const Comparison& c : compare_backward_to_reference(t)) EXPECT_TRUE(c.ok) << c.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaDropout,
@@ -154,7 +133,9 @@ TEST(CudaDropoutDispatch, AutoFallsBackAndAForcedFamilyWithoutDropoutIsRefused) 
   const Status status = forward(params);
   EXPECT_EQ(status.code(), StatusCode::kNotSupported);
   EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
-  if (has_sm90) EXPECT_NE(status.message().find("dropout_p"), std::string::npos) << status.message();
+  if (has_sm90) {
+    EXPECT_NE(status.message().find("dropout_p"), std::string::npos) << status.message();
+  }
   BackwardParams bwd = dev.backward_params();
   bwd.kernels = KernelFamily::kSm90;
   EXPECT_EQ(backward(bwd).code(), StatusCode::kNotSupported);

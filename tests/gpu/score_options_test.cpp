@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "api/problem.h"
+#include "common/reference_check.h"
 #include "common/attention_tensors.h"
 #include "common/reference_problem.h"
 #include "cpu/reference.h"
@@ -227,17 +228,7 @@ TEST_P(CudaScoreOptions, ForwardMatchesReferenceWithinTwiceTheSamePrecisionError
   t.poison_forward_outputs();
   dev.download_forward_outputs(t);
 
-  const ForwardParams host = t.forward_params(Backend::kCpuReference);
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_forward(host, &problem).ok());
-  std::vector<double> ref_out, ref_lse, slopes;
-  ASSERT_TRUE(cpu::reference_forward_f64(host, problem, &ref_out, &ref_lse).ok());
-  const BaselineForward base = baseline_forward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                t.k.values(), t.v.values());
-  const Comparison out = compare_to_reference("out", t.dtype, 2.0, t.out.values(), base.out, ref_out);
-  EXPECT_TRUE(out.ok) << out.message;
-  const Comparison lse = compare_to_reference("lse", DType::kFloat32, 2.0, t.lse.values(), base.lse, ref_lse);
-  EXPECT_TRUE(lse.ok) << lse.message;
+  for (const Comparison& c : compare_forward_to_reference(t)) EXPECT_TRUE(c.ok) << c.message;
 }
 
 TEST_P(CudaScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionError) {
@@ -256,23 +247,10 @@ TEST_P(CudaScoreOptions, BackwardMatchesReferenceWithinThriceTheSamePrecisionErr
   t.poison_backward_outputs();
   dev.download_backward_outputs(t);
 
-  const BackwardParams host = t.backward_params(Backend::kCpuReference);
-  detail::AttentionProblem problem;
-  ASSERT_TRUE(detail::validate_backward(host, &problem).ok());
-  std::vector<double> ref_dq, ref_dk, ref_dv, slopes;
-  ASSERT_TRUE(cpu::reference_backward_f64(host, problem, &ref_dq, &ref_dk, &ref_dv).ok());
-  const BaselineBackward base = baseline_backward(reference_problem(problem, &slopes), problem.dtype, t.q.values(),
-                                                  t.k.values(), t.v.values(), t.dout.values());
   // A window of (0, 0) leaves each row one key: the exact dq and dk are 0 and so is the baseline's
   // error; accuracy.h's row-sum allowance covers what FlashAttention's dS = dP - D leaves there
   // (the H100 gave |dq| ~2e-6).
-  const RowSumAllowance row_sums = row_sum_allowance(reference_problem(problem, &slopes), t.dtype, t.q.values(),
-                                                     t.k.values(), t.v.values(), t.out.values(), t.dout.values());
-  for (const auto& [name, got, baseline, ref, extra] :
-       {std::tuple{"dq", t.dq.values(), base.dq, ref_dq, row_sums.dq},
-        std::tuple{"dk", t.dk.values(), base.dk, ref_dk, row_sums.dk},
-        std::tuple{"dv", t.dv.values(), base.dv, ref_dv, 0.0}}) {
-    const Comparison c = compare_to_reference(name, t.dtype, 3.0, got, baseline, ref, extra);
+  for (const Comparison& c : compare_backward_to_reference(t, /*row_sum_allowance=*/true)) {
     EXPECT_TRUE(c.ok) << c.message;
   }
 }
