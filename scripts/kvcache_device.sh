@@ -71,10 +71,15 @@ if wanted bench2; then
   FLASHCORE_DECODE_STAGES=2 PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
     --label _2stages --out "$out/bench_2stages.json" 2>&1 | tee -a "$log"
 fi
-if wanted bench_static; then
-  step "decode benchmark, static split workspace (measurement only)"
-  FLASHCORE_DECODE_WORKSPACE=static PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
-    --label _static_ws --out "$out/bench_static_ws.json" 2>&1 | tee -a "$log"
+if wanted bench_combine_kernel; then
+  step "decode benchmark, separate combine kernel (A/B of the fused merge)"
+  FLASHCORE_DECODE_COMBINE=kernel PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --batches "${AB_BATCHES:-1,8}" --label _combine_kernel --out "$out/bench_combine_kernel.json" 2>&1 | tee -a "$log"
+fi
+if wanted bench_stream_ordered; then
+  step "decode benchmark, stream-ordered split workspace each call (A/B of the cached one)"
+  FLASHCORE_DECODE_WORKSPACE=stream-ordered PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --batches "${AB_BATCHES:-1,8}" --label _stream_ordered --out "$out/bench_stream_ordered.json" 2>&1 | tee -a "$log"
 fi
 if wanted fma_bench; then
   step "decode benchmark, FP32-FMA kernel"

@@ -177,6 +177,10 @@ struct DecodeParams : ProblemParams {
   // outputs, normalised within their split, and (num_splits, batch, heads_q, seqlen_q) partial LSEs.
   float* o_accum = nullptr;
   float* lse_accum = nullptr;
+  // One arrival counter per (sequence, kv head, row block), zero between calls: the split CTA that
+  // arrives last merges the partials (decode_combine.h) and resets its counter. Null: a separate
+  // combine kernel merges them instead.
+  unsigned* split_counters = nullptr;
 };
 
 }  // namespace flashcore::cuda

@@ -148,6 +148,32 @@ TEST(CudaKvCacheSanitize, DecodeGqaPagedAndContiguous) {
   }
 }
 
+// Calls on one stream share its cached split workspace, and the fused merge's arrival counters must
+// be back at zero after every call, whatever the next call's split count, batch or layout: a run of
+// calls with changing shapes (the workspace grows in between), each against the reference.
+TEST(CudaKvCacheSanitize, RepeatedCallsShareTheWorkspace) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int splits[] = {2, 7, 3, 0, 5, 1, 4, 0};
+  int call = 0;
+  for (const std::int64_t page : {0, 16}) {
+    for (const int s : splits) {
+      const std::int64_t batch = 1 + call % 3;
+      KvCacheCase c{"repeat", batch, 1, 32, 8, 128, 512, page};
+      c.num_splits = s;
+      KvCacheTensors t(c, DType::kBFloat16, 100 + call);
+      DeviceKvCache d(t);
+      const Status status = forward_kvcache(d.params());
+      ASSERT_TRUE(status.ok()) << status.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      d.download(t);
+      const std::string failures = check_kvcache_results(t);
+      EXPECT_TRUE(failures.empty()) << "call " << call << " (page " << page << ", batch " << batch << ", splits " << s
+                                    << "): " << failures;
+      ++call;
+    }
+  }
+}
+
 TEST(CudaKvCacheValidation, BadIndicesWriteNothing) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   KvCacheCase c{"bad", 2, 1, 4, 2, 64, 64, 16, 1};

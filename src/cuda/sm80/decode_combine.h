@@ -2,10 +2,17 @@
 // split) and partial LSEs merge into the output and the LSE:
 //   lse = log(sum_s exp(lse_s)),  out = sum_s exp(lse_s - lse) out_s.
 // A split that saw no key has lse_s = -inf and weight 0; a row no split saw gets 0 and -inf.
-// One CTA per query row (batch x heads_q x seqlen_q of them). The LSEs are read by all threads at
-// once and reduced in shared memory, the weights kept there, and each thread sums its columns over
-// the splits with independent loads in flight: a loop of dependent reads per split cost ~10 us at
-// batch 1 (docs/kvcache.md, v1).
+//
+// Two ways to run it:
+//  - merge_splits_in_last_cta (the default): at the end of the decode kernel, the split CTA of a
+//    (sequence, kv head, row block) that arrives last (an arrival counter, atomicInc, which wraps
+//    back to 0 on the last arrival, so the counters stay zero between calls) merges that block's
+//    rows. No second launch: at batch 1 the separate kernel cost ~6 us of a ~27 us step
+//    (docs/kvcache.md, v5).
+//  - decode_combine_kernel (FLASHCORE_DECODE_COMBINE=kernel, kept for A/B runs): one CTA per query
+//    row. The LSEs are read by all threads at once and reduced in shared memory, the weights kept
+//    there, and each thread sums its columns over the splits with independent loads in flight: a
+//    loop of dependent reads per split cost ~10 us at batch 1 (docs/kvcache.md, v1).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,6 +75,81 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
     out[c] = static_cast<Element>(o);
   }
   if (tid == 0 && p.lse != nullptr) p.lse[b * p.lse_strides.batch + h * p.lse_strides.head + i] = lse;
+}
+
+// Called by every thread of every split CTA once its partial (decode_epilogue.h) is stored. The
+// fence + barrier + counter is the classic last-block pattern: each thread's partial stores are made
+// visible device-wide before thread 0 counts the CTA in, and the last CTA reads the others' partials
+// with L2 loads (ld.global.cg: nothing stale in its L1). One warp a row: the lanes read the splits'
+// LSEs (up to kMaxSplits = 4 x 32), reduce them with shuffles, keep the weights in shared memory,
+// then each lane sums 4 columns over the splits with independent 16-byte loads in flight.
+template <typename Element, int kRows, int kThreads>
+__device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
+                                                         int num_splits) {
+  constexpr int kWarps = kThreads / 32;
+  static_assert(kMaxSplits <= 4 * 32, "four LSEs a lane");
+  __shared__ bool is_last;
+  __shared__ float weights[kWarps][kMaxSplits];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = p.split_counters + (static_cast<std::int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
+    is_last = atomicInc(counter, static_cast<unsigned>(num_splits - 1)) == static_cast<unsigned>(num_splits - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int rows_total = p.group_size * p.seqlen_q;
+  const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  for (int m = warp; m < kRows && row0 + m < rows_total; m += kWarps) {
+    const int r = row0 + m;
+    const int h = hk * p.group_size + r / p.seqlen_q;
+    const int i = r % p.seqlen_q;
+    const std::int64_t row = (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
+    float lse_s[4];
+    float max_lse = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int s = lane + 32 * k;
+      lse_s[k] = s < num_splits ? __ldcg(p.lse_accum + s * rows + row) : -INFINITY;
+      max_lse = fmaxf(max_lse, lse_s[k]);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sum += max_lse == -INFINITY ? 0.0f : expf(lse_s[k] - max_lse);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float lse = sum > 0.0f ? max_lse + logf(sum) : -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int s = lane + 32 * k;
+      if (s < num_splits) weights[warp][s] = lse == -INFINITY ? 0.0f : expf(lse_s[k] - lse);
+    }
+    __syncwarp();
+    Element* out = static_cast<Element*>(p.out) + b * p.o_strides.batch + i * p.o_strides.row + h * p.o_strides.head;
+    for (int c = lane * 4; c < p.head_dim; c += 32 * 4) {
+      float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float* partial_o = p.o_accum + row * p.head_dim + c;
+#pragma unroll 8
+      for (int s = 0; s < num_splits; ++s) {
+        const float4 x = __ldcg(reinterpret_cast<const float4*>(partial_o + s * rows * p.head_dim));
+        const float wt = weights[warp][s];
+        o.x += wt * x.x;
+        o.y += wt * x.y;
+        o.z += wt * x.z;
+        o.w += wt * x.w;
+      }
+      out[c] = static_cast<Element>(o.x);
+      out[c + 1] = static_cast<Element>(o.y);
+      out[c + 2] = static_cast<Element>(o.z);
+      out[c + 3] = static_cast<Element>(o.w);
+    }
+    if (lane == 0 && p.lse != nullptr) p.lse[b * p.lse_strides.batch + h * p.lse_strides.head + i] = lse;
+    __syncwarp();  // the weights are read before the next row overwrites them
+  }
 }
 
 }  // namespace flashcore::cuda::sm80

@@ -1,8 +1,8 @@
 // The decode kernels' epilogue: kGroups independent online softmaxes over disjoint keys of the
 // same rows (key groups of the FMA kernel, warps of the MMA kernel) merge into the CTA's result,
-// which is the output (one split) or the split's normalised partial output and LSE for
-// decode_combine.h. Every thread of the CTA takes part; the caller synchronised the CTA after
-// filling the shared-memory partials:
+// which is the output (one split) or the split's normalised partial output and LSE, merged by the
+// split CTA that finishes last (decode_combine.h). Every thread of the CTA takes part; the caller
+// synchronised the CTA after filling the shared-memory partials:
 //   merge_o  (kGroups, kRows, kHeadDim) fp32 unnormalised outputs
 //   merge_ml (kGroups, kRows, 2)        running max (log2 units) and sum of exp2(score - max)
 #pragma once
@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/params.h"
+#include "cuda/sm80/decode_combine.h"
 
 namespace flashcore::cuda::sm80 {
 
@@ -51,11 +52,14 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const flo
       if (c == 0 && p.lse != nullptr) p.lse[b * p.lse_strides.batch + h * p.lse_strides.head + i] = lse;
     } else {
       const std::int64_t row = ((static_cast<std::int64_t>(split) * p.batch + b) * p.heads_q + h) * p.seqlen_q + i;
-      float* dst = p.o_accum + row * p.head_dim + c;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = o[e] * inv;
+      float4* dst = reinterpret_cast<float4*>(p.o_accum + row * p.head_dim + c);  // head_dim % 8 == 0: aligned
+      dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
+      dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
       if (c == 0) p.lse_accum[row] = lse;
     }
+  }
+  if (num_splits > 1 && p.split_counters != nullptr) {
+    merge_splits_in_last_cta<Element, kRows, kThreads>(p, b, hk, row0, num_splits);
   }
 }
 

@@ -1,7 +1,7 @@
 // Launch of forward_kvcache's kernels for one (dtype, head dim): the append (when there are new
 // tokens), the split-KV decode kernel, and the combine (when split). The split count comes from
 // the caller or from common/decode_splits.h's heuristic with this kernel's measured occupancy; the
-// split workspace comes from the stream-ordered allocator and is freed on the stream.
+// split workspace from the per-stream cache of cuda/decode_workspace.h.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +13,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_splits.h"
+#include "cuda/decode_workspace.h"
 #include "cuda/sm80/decode_append.h"
 #include "cuda/sm80/decode_combine.h"
 #include "cuda/sm80/decode_kernel.h"
@@ -46,34 +47,15 @@ inline int decode_stages(bool paged) {
   return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
 }
 
-// FLASHCORE_DECODE_WORKSPACE=static, for measurement only: the split workspace is one buffer per
-// device, kept for the process (grown with cudaMalloc), instead of cudaMallocAsync / cudaFreeAsync
-// on the stream each call. It shows what the allocation costs a decode step (under CUDA graphs it
-// is an alloc and a free node around the kernels: v4 measured 3-4 us a call at batch 1 and 8). Not
-// safe with calls on concurrent streams; the library's answer is a workspace the caller passes
-// (docs/kvcache.md, where to pick up).
-inline bool decode_static_workspace() {
+// How the splits merge: in the decode kernel, by the split CTA that finishes last (the default), or
+// by the separate combine kernel when FLASHCORE_DECODE_COMBINE is "kernel" (A/B runs; v5 in
+// docs/kvcache.md).
+inline bool use_combine_kernel() {
   static const bool on = [] {
-    const char* env = std::getenv("FLASHCORE_DECODE_WORKSPACE");
-    return env != nullptr && std::strcmp(env, "static") == 0;
+    const char* env = std::getenv("FLASHCORE_DECODE_COMBINE");
+    return env != nullptr && std::strcmp(env, "kernel") == 0;
   }();
   return on;
-}
-
-inline Status static_decode_workspace(int device, size_t bytes, void** workspace) {
-  constexpr int kDevices = 64;
-  static void* buffers[kDevices] = {};
-  static size_t sizes[kDevices] = {};
-  if (device < 0 || device >= kDevices) return Status::NotSupported("FLASHCORE_DECODE_WORKSPACE=static: device ordinal");
-  if (sizes[device] < bytes) {
-    if (buffers[device] != nullptr) FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFree(buffers[device]));
-    buffers[device] = nullptr;
-    sizes[device] = 0;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffers[device], bytes));
-    sizes[device] = bytes;
-  }
-  *workspace = buffers[device];
-  return Status::Ok();
 }
 
 template <class Traits, class Kernel>
@@ -99,19 +81,18 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 
   DecodeParams p = params;
   p.num_splits = num_splits;
-  void* workspace = nullptr;
+  DecodeWorkspace workspace;
+  const bool fused_combine = !use_combine_kernel();
   if (num_splits > 1) {
+    // (num_splits, rows) partial outputs and LSEs; (fused merge) one counter a CTA column.
     const std::int64_t partial_rows = static_cast<std::int64_t>(num_splits) * p.batch * p.heads_q * p.seqlen_q;
-    const size_t bytes = static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float);
-    if (decode_static_workspace()) {
-      void* shared = nullptr;
-      FLASHCORE_RETURN_IF_ERROR(static_decode_workspace(p.device.ordinal, bytes, &shared));
-      p.o_accum = static_cast<float*>(shared);
-    } else {
-      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace, bytes, stream));
-      p.o_accum = static_cast<float*>(workspace);
-    }
+    const size_t partial_bytes = static_cast<size_t>(partial_rows) * (p.head_dim + 1) * sizeof(float);
+    const size_t counters_bytes = fused_combine ? static_cast<size_t>(base_ctas) * sizeof(unsigned) : 0;
+    FLASHCORE_RETURN_IF_ERROR(
+        acquire_decode_workspace(p.device.ordinal, stream, partial_bytes, counters_bytes, &workspace));
+    p.o_accum = static_cast<float*>(workspace.partials);
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
+    if (fused_combine) p.split_counters = static_cast<unsigned*>(workspace.counters);
   }
   Status status = Status::Ok();
   if (p.seqlen_new > 0) {
@@ -122,15 +103,13 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     kernel<<<dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream>>>(p);
     status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the decode kernel");
   }
-  if (status.ok() && num_splits > 1) {
+  if (status.ok() && num_splits > 1 && !fused_combine) {
     const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
     decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
     status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the split combine kernel");
   }
-  if (workspace != nullptr) {
-    const Status freed = cuda_status(cudaFreeAsync(workspace, stream), "cudaFreeAsync(split workspace)");
-    if (status.ok()) status = freed;
-  }
+  const Status released = release_decode_workspace(workspace, stream);
+  if (status.ok()) status = released;
   return status;
 }
 
