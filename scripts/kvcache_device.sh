@@ -5,7 +5,8 @@
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
-# compiling. SKIP="pytest fma_bench ..." leaves steps out. Logs and JSON go to $OUT (the device
+# compiling. SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
+# main benchmark. Logs and JSON go to $OUT (the device
 # tool returns at most 8 files: skip steps or pack them).
 #
 # Session 7 built the binaries on the (GPU-less) workstation and carried them:
@@ -63,7 +64,7 @@ if wanted pytest; then
 fi
 if wanted bench; then
   step "decode benchmark"
-  PYTHONPATH=python timeout 180 python3 -W ignore bench/kvcache_decode.py --append --split-sweep "${SWEEP:-}" \
+  PYTHONPATH=python timeout 180 python3 -W ignore bench/kvcache_decode.py ${BENCH_ARGS---append} --split-sweep "${SWEEP:-}" \
     --profile-batches "${PROFILE:-1,8}" --out "$out/bench.json" 2>&1 | tee -a "$log"
 fi
 if wanted bench2; then
