@@ -17,8 +17,8 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <typename Element, int kHeadDim, int kRows, int kGroups, int kThreads, int kSmemBytes>
-__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, float* merge_o, const float* merge_ml,
+template <typename Element, int kHeadDim, int kRows, int kGroups, int kThreads>
+__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const float* merge_o, const float* merge_ml,
                                                 int b, int hk, int row0, int split, int num_splits) {
   constexpr int kLanes = kHeadDim / 8;
   const int rows_total = p.group_size * p.seqlen_q;
@@ -59,8 +59,7 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, float* me
     }
   }
   if (num_splits > 1 && p.split_counters != nullptr) {
-    // merge_o starts the kernel's dynamic shared memory (kSmemBytes), free once the loop above is done.
-    merge_splits_in_last_cta<Element, kRows, kThreads, kSmemBytes / 4>(p, merge_o, b, hk, row0, num_splits);
+    merge_splits_in_last_cta<Element, kRows, kThreads>(p, b, hk, row0, num_splits);
   }
 }
 

@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const __grid_c
     }
   }
   __syncthreads();
-  decode_epilogue<Element, kHeadDim, kRows, kGroups, Traits::kThreads, Traits::kSmemBytes>(p, merge_o, merge_ml, b, hk,
-                                                                                           row0, split, num_splits);
+  decode_epilogue<Element, kHeadDim, kRows, kGroups, Traits::kThreads>(p, merge_o, merge_ml, b, hk, row0, split,
+                                                                       num_splits);
 }
 
 }  // namespace flashcore::cuda::sm80

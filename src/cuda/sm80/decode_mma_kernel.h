@@ -278,8 +278,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
     }
   }
   __syncthreads();
-  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads, Traits::kSmemBytes>(
-      p, merge_o, merge_ml, b, hk, row0, split, num_splits);
+  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads>(p, merge_o, merge_ml, b, hk, row0, split,
+                                                                              num_splits);
 }
 
 }  // namespace flashcore::cuda::sm80
