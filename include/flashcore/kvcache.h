@@ -36,6 +36,14 @@
 // serving loops), and the kernels then only guard their own memory accesses: a page id outside
 // [0, num_pages), a position past the capacity or a cache row outside the cache is read as zeros
 // and not written; the results of such a call are unspecified. CPU calls are always checked.
+//
+// CUDA split-KV memory: the partial results of a split call live in a workspace the library keeps
+// per (device, stream), grown outside stream capture and never freed (a graph captured earlier may
+// use it), so a call under a CUDA graph adds no allocation nodes when its stream has run a call of
+// that size before (warm up on the capture stream). Calls on one stream share it safely; a graph
+// uses its capture stream's workspace, so do not replay it concurrently with calls on that stream
+// or with another graph captured on it. A call that fails inside the kernels may leave the
+// workspace's arrival counters non-zero (later split calls on that stream are then unspecified).
 #pragma once
 
 #include <cstdint>
