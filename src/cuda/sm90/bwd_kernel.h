@@ -24,8 +24,13 @@ namespace flashcore::cuda::sm90 {
 
 // kSingleBlock: the grid has one CTA per key block (gridDim.x == n_blocks, the default mode), so
 // the key-block loop collapses at compile time and its loop-carried state leaves the registers.
-template <class Traits, bool kSingleBlock>
+// kKvSplit (with kSingleBlock only): the CTA is one of a cluster of params.kv_splits that split the
+// kv head's query heads, and dK/dV are summed over the cluster (bwd_cluster_reduce.h). A separate
+// instance, so the kernels without it keep their register allocation (with the sum behind a
+// runtime branch, ptxas spilled 40-144 B in every default-mode kernel).
+template <class Traits, bool kSingleBlock, bool kKvSplit = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
+  static_assert(kSingleBlock || !kKvSplit, "the cluster sum is for the one-key-block-per-CTA kernel");
   using Mainloop = BwdMainloop<Traits>;
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
@@ -75,19 +80,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       Mainloop::mma(params, shared, blk, thread_idx, q_state, do_state, ds_buf, tdVrdV, tdKrdK);
-      if constexpr (kSingleBlock) {
-        if (params.kv_splits > 1) {
-          BwdClusterReduce<Traits>::sum_and_store(params, shared, blk, thread_idx, tdVrdV, tdKrdK);
-          continue;
-        }
+      if constexpr (kKvSplit) {
+        BwdClusterReduce<Traits>::sum_and_store(params, shared, blk, thread_idx, tdVrdV, tdKrdK);
+        continue;
       }
       Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
     }
     dq_bulk_drain(thread_idx % 32);
   }
   // The producer warpgroup's part of the cluster sum: it only joins the cluster barriers.
-  if constexpr (kSingleBlock) {
-    if (warp_group == 0 && params.kv_splits > 1) BwdClusterReduce<Traits>::join();
+  if constexpr (kKvSplit) {
+    if (warp_group == 0) BwdClusterReduce<Traits>::join();
   }
 }
 

@@ -90,30 +90,35 @@ inline int bwd_kv_splits(const BwdParams& p, int n_blocks) {
 
 template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
-  auto kernel = &bwd_kernel<Traits, kSingleBlock>;
-  constexpr int kSmemBytes = Traits::kSmemBytes;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
-  if (kSingleBlock) params.kv_splits = bwd_kv_splits(p, params.n_blocks);
+  if constexpr (kSingleBlock) params.kv_splits = bwd_kv_splits(p, params.n_blocks);
   const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
+  constexpr int kSmemBytes = Traits::kSmemBytes;
   if (params.kv_splits == 1) {
+    auto kernel = &bwd_kernel<Traits, kSingleBlock>;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
     return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(Traits::kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 1;
-  attribute[0].val.clusterDim.y = static_cast<unsigned>(params.kv_splits);
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cuda_status(cudaLaunchKernelEx(&config, kernel, params),
-                     "flashcore::backward: launching the sm90 backward kernel (clusters of query-head splits)");
+  if constexpr (kSingleBlock) {
+    auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = static_cast<unsigned>(params.kv_splits);
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    return cuda_status(cudaLaunchKernelEx(&config, kernel, params),
+                       "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
+  }
+  return Status::Internal("flashcore::backward: kv_splits > 1 without the single-block kernel");
 }
 
 // The whole pass with one kernel configuration (causal and not share the tiles).
