@@ -1,8 +1,10 @@
 // The warp-specialised sm90 backward kernel: warp roles, register reallocation, one key block
 // per CTA. No math here: bwd_mainloop.h computes, bwd_epilogue.h writes dK and dV.
 //
-// Grid (n_blocks, heads_kv, batch), or (dq_accum slices, heads_kv, batch) in deterministic mode,
-// where each CTA walks several key blocks. Warpgroup 0 (producer) gives registers back and one elected
+// Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv, batch) in
+// deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (default mode, GQA):
+// clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
+// distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
 // lane of its warp 0 issues every TMA and bulk copy; warpgroups 1 and 2 (consumers) take them.
 // Both roles are branches of one if/else, so ptxas honours setmaxnreg.
 #pragma once
@@ -13,6 +15,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/cutlass.h>
 
+#include "cuda/sm90/bwd_cluster_reduce.h"
 #include "cuda/sm90/bwd_epilogue.h"
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/pipeline.h"
@@ -21,8 +24,13 @@ namespace flashcore::cuda::sm90 {
 
 // kSingleBlock: the grid has one CTA per key block (gridDim.x == n_blocks, the default mode), so
 // the key-block loop collapses at compile time and its loop-carried state leaves the registers.
-template <class Traits, bool kSingleBlock>
+// kKvSplit (with kSingleBlock only): the CTA is one of a cluster of params.kv_splits that split the
+// kv head's query heads, and dK/dV are summed over the cluster (bwd_cluster_reduce.h). A separate
+// instance, so the kernels without it keep their register allocation (with the sum behind a
+// runtime branch, ptxas spilled 40-144 B in every default-mode kernel).
+template <class Traits, bool kSingleBlock, bool kKvSplit = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
+  static_assert(kSingleBlock || !kKvSplit, "the cluster sum is for the one-key-block-per-CTA kernel");
   using Mainloop = BwdMainloop<Traits>;
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
@@ -72,9 +80,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       Mainloop::mma(params, shared, blk, thread_idx, q_state, do_state, ds_buf, tdVrdV, tdKrdK);
+      if constexpr (kKvSplit) {
+        BwdClusterReduce<Traits>::sum_and_store(params, shared, blk, thread_idx, tdVrdV, tdKrdK);
+        continue;
+      }
       Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
     }
     dq_bulk_drain(thread_idx % 32);
+  }
+  // The producer warpgroup's part of the cluster sum: it only joins the cluster barriers.
+  if constexpr (kKvSplit) {
+    if (warp_group == 0) BwdClusterReduce<Traits>::join();
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include <cute/tensor.hpp>
@@ -66,21 +67,58 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
       p.head_dim,
       p.heads_q,
       p.group_size,
+      1,  // kv_splits: launch_bwd_kernel decides
       p.softmax_scale,
       p.scale_log2,
       p.deterministic,
   };
 }
 
+// CTAs (a cluster along y) that split a kv head's group of query heads, default mode only
+// (bwd_cluster_reduce.h). Splitting pays when the grid is small next to the GPU (a few waves of
+// CTAs, each sweeping group_size query heads; causal block 0 the longest): 4 below 4 waves, 2
+// below 8, when the group divides. Each CTA then also loads K and V and sums through DSMEM
+// (about 2 x 64 KB of fp32 per CTA at d128), small next to group_size / S sweeps.
+inline int bwd_kv_splits(const BwdParams& p, int n_blocks) {
+  if (p.deterministic || p.group_size < 2) return 1;
+  const std::int64_t ctas = static_cast<std::int64_t>(n_blocks) * p.heads_kv * p.batch;
+  const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
+  if (p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
+  if (p.group_size % 2 == 0 && ctas < 8 * wave) return 2;
+  return 1;
+}
+
 template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
-  auto kernel = &bwd_kernel<Traits, kSingleBlock>;
+  typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
+  if constexpr (kSingleBlock) params.kv_splits = bwd_kv_splits(p, params.n_blocks);
+  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
-  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv, p.batch);
-  kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
-  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
+  if (params.kv_splits == 1) {
+    auto kernel = &bwd_kernel<Traits, kSingleBlock>;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
+    return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
+  }
+  if constexpr (kSingleBlock) {
+    auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = static_cast<unsigned>(params.kv_splits);
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    return cuda_status(cudaLaunchKernelEx(&config, kernel, params),
+                       "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
+  }
+  return Status::Internal("flashcore::backward: kv_splits > 1 without the single-block kernel");
 }
 
 // The whole pass with one kernel configuration (causal and not share the tiles).

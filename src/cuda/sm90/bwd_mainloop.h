@@ -1,7 +1,7 @@
 // The backward mainloop of one key block (n_block, kv_head, batch).
 //
 // load() runs in the producer's elected thread: K and V once (barrier_kv), then for every query
-// head of the kv head's group and every query block that sees the key block, Q with its lse_log2
+// head of the CTA's share of the kv head's group (all of it unless kv_splits > 1) and every query block that sees the key block, Q with its lse_log2
 // row (pipeline_q) and dO with its dsum row (pipeline_do), by TMA and bulk copy on the stage's
 // full barrier.
 //
@@ -42,6 +42,8 @@ struct BwdBlock {
   int batch;
   int m_block_min;
   int m_block_max;
+  int head_begin;  // the query heads this CTA sweeps: the kv head's group, or its share of it
+  int head_end;    //   when kv_splits CTAs of a cluster split the group (bwd_cluster_reduce.h)
 };
 
 template <class Traits>
@@ -63,8 +65,11 @@ struct BwdMainloop {
     BwdBlock b;
     b.iteration = iteration;
     b.n_block = blockIdx.x + iteration * gridDim.x;  // block 0 sweeps the most query blocks when causal: launched first
-    b.kv_head = blockIdx.y;
+    b.kv_head = blockIdx.y / params.kv_splits;
     b.batch = blockIdx.z;
+    const int heads_per_cta = params.group_size / params.kv_splits;
+    b.head_begin = b.kv_head * params.group_size + (blockIdx.y % params.kv_splits) * heads_per_cta;
+    b.head_end = b.head_begin + heads_per_cta;
     b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
     b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;
     return b;
@@ -100,8 +105,7 @@ struct BwdMainloop {
     copy(params.tma_k.with(shared.barrier_kv), tKgK, tKsK);
     copy(params.tma_v.with(shared.barrier_kv), tVgV, tVsV);
 
-    const int head_begin = blk.kv_head * params.group_size;
-    for (int head = head_begin; head < head_begin + params.group_size; ++head) {
+    for (int head = blk.head_begin; head < blk.head_end; ++head) {
       Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);    // (seqlen_q, d)
       Tensor mdO = params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);  // (seqlen_q, d)
       Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));    // (M, d, m)
@@ -183,8 +187,7 @@ struct BwdMainloop {
     clear(tdKrdK);
     cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_kv, blk.iteration & 1);
 
-    const int head_begin = blk.kv_head * params.group_size;
-    for (int head = head_begin; head < head_begin + params.group_size; ++head) {
+    for (int head = blk.head_begin; head < blk.head_end; ++head) {
       const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         const int m0 = m * kBlockM;

@@ -172,6 +172,7 @@ struct BwdTraits {
     int head_dim;
     int heads_q;
     int group_size;
+    int kv_splits;  // CTAs (one cluster along y) sharing a kv head's query heads; 1 = none
     float softmax_scale;
     float scale_log2;
     bool deterministic;
