@@ -36,6 +36,7 @@ if ! ninja -C build/full -j16 flashcore_c flashcore_gpu_tests flashcore_cli >"$l
 fi
 grep -E "bwd_kernel.*BwdTraits.*Li128ELi64ELi128ELi8ELi4ELi2.*spill" "$logs/build.log" | head -4
 lib="$PWD/build/full/src/c_api/libflashcore_c.so"
+[ -f prebuiltA/libflashcore_c.so.gz ] && gunzip -f prebuiltA/libflashcore_c.so.gz  # carried compressed
 tests=build/full/tests/gpu/flashcore_gpu_tests
 cli=build/full/tools/flashcore
 
