@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 8's one device call for issue 16's remaining items (docs/issue16_status.md):
-#   1. build the sm80 family with every head dim and both dtypes, sm_90 SASS (this tree: dropout v3,
+#   1. build the sm80 family with every head dim, bf16 (fp16 left out to fit the device allowance), sm_90 SASS (this tree: dropout v3,
 #      the d128 score-option backward with 4 x 2 warps for S/dP), library + GPU tests + CLI;
-#   2. dropout v3's correctness: the GPU dropout, varlen and score-option tests (fp16 and bf16, every
-#      head dim), a compute-sanitizer memcheck of the d128 dropout cases;
+#   2. dropout v3's correctness: the GPU dropout and varlen tests (bf16, every head dim) and the
+#      d128 score-option tests (the kernels v3 changes);
 #   3. bench/dropout_bench.py against prebuiltA/libflashcore_c.so (the reverted state, v2: built on
 #      the CPU machine from 6e47550, sm80 d64/d128 bf16, sm_90) and against this build (v3);
 #   4. the CLI's --varlen --check and fuzz (varlen drawn) on CUDA;
@@ -26,9 +26,9 @@ summary() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 
-stamp "build (sm80, every head dim, fp16 + bf16, sm_90)"
+stamp "build (sm80, every head dim, bf16, sm_90)"
 cmake -S . -B build/full -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
-  -DFLASHCORE_KERNEL_FAMILIES=sm80 -DFLASHCORE_BUILD_EXAMPLES=OFF \
+  -DFLASHCORE_KERNEL_FAMILIES=sm80 -DFLASHCORE_DTYPES=bf16 -DFLASHCORE_BUILD_EXAMPLES=OFF \
   -DCUTLASS_DIR="$PWD/../.carry/cutlass_include" -DFLASHCORE_GTEST_SOURCE_DIR="$PWD/../.carry/googletest" \
   >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log"; exit 1; }
 if ! ninja -C build/full -j16 flashcore_c flashcore_gpu_tests flashcore_cli >"$logs/build.log" 2>&1; then
@@ -41,14 +41,9 @@ tests=build/full/tests/gpu/flashcore_gpu_tests
 cli=build/full/tools/flashcore
 
 stamp "gpu tests: dropout, varlen, score options (v3 build)"
-timeout 150 "$tests" --gtest_filter='*CudaDropout*:*Varlen*:*CudaScoreOptions*' >"$out/gpu_tests.log" 2>&1
+timeout 90 "$tests" --gtest_filter='*CudaDropout*bf16*:*Varlen*bf16*:*Varlen*dropout*:*CudaScoreOptions*d128*bf16*:-*fp16*' >"$out/gpu_tests.log" 2>&1
 echo "rc $?"; summary "$out/gpu_tests.log"
 grep -B2 -A8 "Failure" "$out/gpu_tests.log" | head -40
-
-stamp "memcheck: d128 dropout (the v3 kernels)"
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
-  --gtest_filter='*CudaDropout*p10_d128*bf16*:*CudaDropout*p30_causal_gqa_d128*fp16*' >"$logs/memcheck.log" 2>&1
-echo "rc $?"; grep -E "ERROR SUMMARY|tests ran|PASSED|FAILED" "$logs/memcheck.log" | head
 
 export PYTHONPATH="$PWD/python"
 stamp "dropout bench: v2 (prebuiltA, reverted state)"
@@ -60,18 +55,16 @@ stamp "CLI --varlen --check and fuzz on CUDA"
 "$cli" run --device cuda --repeats 0 --warmup 0 --check --varlen 1000,37:600,0,1:5,513:0 --heads 8 --heads-kv 2 \
   --head-dim 128 --dtype bf16 --causal --backward | grep -E "kernels|varlen|FAIL|PASS|error"
 "$cli" run --device cuda --repeats 0 --warmup 0 --check --varlen random --batch 6 --seqlen 700 --heads 4 --head-dim 64 \
-  --window 64,0 --dropout 0.1 --softcap 5 --backward | grep -E "kernels|varlen|FAIL|PASS|error"
-"$cli" run --device cuda --varlen random --batch 16 --seqlen 4096 --heads 16 --head-dim 128 --dtype bf16 --backward \
+  --window 64,0 --dropout 0.1 --softcap 5 --backward --dtype bf16 | grep -E "kernels|varlen|FAIL|PASS|error"
+"$cli" run --device cuda --varlen random --batch 8 --seqlen 2048 --heads 8 --head-dim 128 --dtype bf16 --backward \
   --json >"$out/cli_varlen_timed.json" && python3 -c "import json;r=json.load(open('$out/cli_varlen_timed.json'));print('timed varlen', r['ms'], 'ms', r['tflops'], 'TFLOP/s')"
-timeout 90 "$cli" fuzz --device cuda --count 200 --seed 8 >"$out/fuzz_cuda.log" 2>&1
+timeout 45 "$cli" fuzz --device cuda --count 80 --seed 8 >"$out/fuzz_cuda.log" 2>&1
 echo "rc $?"; grep -E "result|covered|FAIL problem" "$out/fuzz_cuda.log" | head -12
 
 stamp "flash_attn's tests: a 0.002 sample"
-FLASHCORE_LIBRARY="$lib" timeout 200 python3 scripts/fa_compat/run_sample.py fa_test/test_flash_attn.py \
-  --fraction 0.002 --seed 0 --budget 150 --out "$out" 2>&1 | tail -40
+FLASHCORE_LIBRARY="$lib" timeout 150 python3 scripts/fa_compat/run_sample.py fa_test/test_flash_attn.py \
+  --fraction 0.002 --seed 0 --budget 80 --out "$out" 2>&1 | tail -40
 
 stamp "training: flashcore varlen + window + dropout vs the SDPA twin, 300 steps"
 FLASHCORE_LIBRARY="$lib" timeout 120 python3 bench/train_compare.py "$out/train_compare.json" --steps 300 2>&1 | tail -8
-FLASHCORE_LIBRARY="$lib" PYTHONPATH="$PWD/python:$PWD/python/tests" timeout 60 python3 -m pytest -q -p no:cacheprovider \
-  python/tests/test_training_twin.py -k cuda 2>&1 | tail -3
 stamp done
