@@ -9,7 +9,7 @@
 #   4. the CLI's --varlen --check and fuzz (varlen drawn) on CUDA;
 #   5. a sample of flash_attn 2.x's tests/test_flash_attn.py (fa_test/test_flash_attn.py, fetched
 #      on the CPU machine and carried, never committed) through scripts/fa_compat;
-#   6. bench/train_compare.py: 300 training steps, varlen + window + dropout vs the SDPA twin.
+#   6. scripts/train_compare.py: 300 training steps, varlen + window + dropout vs the SDPA twin.
 # Run from the tree's root with ../.carry beside it; JSON and the test logs to $OUT, build logs to build/logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,5 +66,5 @@ FLASHCORE_LIBRARY="$lib" timeout 150 python3 scripts/fa_compat/run_sample.py fa_
   --fraction 0.002 --seed 0 --budget 80 --out "$out" 2>&1 | tail -40
 
 stamp "training: flashcore varlen + window + dropout vs the SDPA twin, 300 steps"
-FLASHCORE_LIBRARY="$lib" timeout 120 python3 bench/train_compare.py "$out/train_compare.json" --steps 300 2>&1 | tail -8
+FLASHCORE_LIBRARY="$lib" timeout 120 python3 scripts/train_compare.py "$out/train_compare.json" --steps 300 2>&1 | tail -8
 stamp done

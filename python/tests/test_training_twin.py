@@ -1,6 +1,6 @@
 """Issue 16's training check: flashcore's varlen + window + dropout attention trains like its SDPA
 twin (training_twin.py). Here a short run on each device (CI runs the CPU one); the few-hundred-step
-run on a GPU is bench/train_compare.py, its curves in bench/results/."""
+run on a GPU is scripts/train_compare.py, its curves in bench/results/."""
 
 import training_twin
 

@@ -9,7 +9,7 @@ The model is the pre-norm block of test_against_sdpa.py (embedding, one block, o
 packed documents. The task needs attention: each document is a random token string followed by a
 copy of it, so the second half is predictable only by looking back half a document, which the
 window (longer than any half) allows; tokens follow Zipf frequencies so the loss also falls early. Used by test_training_twin.py (short, CPU and CUDA) and by
-bench/train_compare.py (a few hundred steps on a GPU, curves to JSON)."""
+scripts/train_compare.py (a few hundred steps on a GPU, curves to JSON)."""
 
 import math
 
@@ -20,7 +20,7 @@ from flashcore import flash_attn_varlen_func
 
 VOCAB = 64
 DIM = 128
-HEADS = 4
+HEADS = 2
 
 
 def make_batches(steps, docs_per_step, max_half, seed):

@@ -3,7 +3,7 @@
 (flashcore varlen + sliding window + dropout vs its SDPA twin with the same masking as an explicit
 mask; the noise band from the twin under two dropout seeds). Writes the curves as JSON.
 
-    FLASHCORE_LIBRARY=... PYTHONPATH=python:python/tests python3 bench/train_compare.py OUT.json [--steps 300]
+    FLASHCORE_LIBRARY=... PYTHONPATH=python:python/tests python3 scripts/train_compare.py OUT.json [--steps 300]
 """
 import argparse
 import json
@@ -13,6 +13,7 @@ import time
 
 import torch
 
+# (Not in bench/: its profile.py would shadow the standard library's, which torch's optimizers import.)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python" / "tests"))
 import training_twin  # noqa: E402
 
