@@ -31,12 +31,8 @@ Status launch_bwd_kernel(const BwdParams& params, int smem_bytes, cudaStream_t s
 }
 
 // The whole pass with one kernel configuration (run_bwd picks it; tuning harnesses try others).
-// ScoreModTraits: the score-option kernels' (common/kernel_variant.h) configuration, which may lay
-// out the S/dP product's warps differently (run_bwd says why); the same tiles and dQ order.
-template <class Traits, class ScoreModTraits = Traits>
+template <class Traits>
 Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
-  static_assert(Traits::kBlockM == ScoreModTraits::kBlockM && Traits::kBlockN == ScoreModTraits::kBlockN &&
-                Traits::kAtomMdQ == ScoreModTraits::kAtomMdQ && Traits::kSmemBytes == ScoreModTraits::kSmemBytes);
   static_assert(kSeqlenQRounding % Traits::kBlockM == 0 && kSeqlenQRounding % kPreprocessRowsPerCta == 0);
 
   // The kernel's sm90 code stages dQ in shared memory (bwd_dq_accum.h). Sizing by the device, not
@@ -62,9 +58,8 @@ Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   Status status;
   switch (kernel_variant(params)) {
     case KernelVariant::kScoreMod:
-      status = params.causal
-                   ? launch_bwd_kernel<ScoreModTraits, true, KernelVariant::kScoreMod>(params, smem_bytes, stream)
-                   : launch_bwd_kernel<ScoreModTraits, false, KernelVariant::kScoreMod>(params, smem_bytes, stream);
+      status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kScoreMod>(params, smem_bytes, stream)
+                             : launch_bwd_kernel<Traits, false, KernelVariant::kScoreMod>(params, smem_bytes, stream);
       break;
     case KernelVariant::kWindow:
       status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kWindow>(params, smem_bytes, stream)
@@ -87,13 +82,7 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   constexpr BwdTileSize kTile = bwd_tile_size(kHeadDim);
   using Traits = BwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.atom_m_sdp,
                            kTile.atom_n_dkv, kTile.atom_m_dq, kTile.stages>;
-  // d = 128, score-option kernels: S and dP with 4 warps along M (64 rows) and 2 along N, not 2 x 4,
-  // so a thread holds every 2nd 8-column group of a 64-column group and dropout's Philox draws
-  // (common/dropout.h) are used whole, not half: half the draws per probability.
-  constexpr int kScoreModAtomMSdP = kHeadDim == 128 && kTile.block_m == 64 ? 4 : kTile.atom_m_sdp;
-  using ScoreModTraits = BwdTraits<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kScoreModAtomMSdP,
-                                   kTile.atom_n_dkv, kTile.atom_m_dq, kTile.stages>;
-  return run_bwd_with_traits<Traits, ScoreModTraits>(params, stream);
+  return run_bwd_with_traits<Traits>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm80
