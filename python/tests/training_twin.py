@@ -6,9 +6,9 @@ the curves can only match within noise; the noise band is measured by training t
 two dropout seeds.
 
 The model is the pre-norm block of test_against_sdpa.py (embedding, one block, output layer) on
-packed documents. The task needs attention: each document is a random token string followed by a
-copy of it, so the second half is predictable only by looking back half a document, which the
-window (longer than any half) allows; tokens follow Zipf frequencies so the loss also falls early. Used by test_training_twin.py (short, CPU and CUDA) and by
+packed documents. The task needs attention: each document draws its tokens from its own small
+random topic, so the next token is predictable only from the document's earlier tokens (within
+the window, which is shorter than the longest documents). Used by test_training_twin.py (short, CPU and CUDA) and by
 scripts/train_compare.py (a few hundred steps on a GPU, curves to JSON)."""
 
 import math
@@ -23,19 +23,20 @@ DIM = 128
 HEADS = 2
 
 
-def make_batches(steps, docs_per_step, max_half, seed):
-    """Per step: packed tokens (total,) int64 and cu_seqlens (docs + 1,) int32. Each document is
-    a random string of 4..max_half tokens, then the same string again. Tokens are drawn with Zipf
-    frequencies (1/rank), so the loss falls early (frequencies) and again later (copying)."""
+def make_batches(steps, docs_per_step, max_len, seed, topic_size=4):
+    """Per step: packed tokens (total,) int64 and cu_seqlens (docs + 1,) int32. Each document has
+    8..max_len tokens drawn uniformly from its own random "topic" of topic_size tokens, so a token
+    is predictable (loss log(topic_size) instead of log(VOCAB)) only from the earlier tokens of the
+    same document: attention has to learn to look back within the document, and tokens of other
+    documents (which varlen keeps out) would mislead it."""
     gen = torch.Generator().manual_seed(seed)
-    zipf = 1.0 / torch.arange(1, VOCAB + 1, dtype=torch.float64)
     batches = []
     for _ in range(steps):
         docs = []
         for _ in range(docs_per_step):
-            half = int(torch.randint(4, max_half + 1, (1,), generator=gen))
-            string = torch.multinomial(zipf, half, replacement=True, generator=gen)
-            docs.append(torch.cat([string, string]))
+            length = int(torch.randint(8, max_len + 1, (1,), generator=gen))
+            topic = torch.randperm(VOCAB, generator=gen)[:topic_size]
+            docs.append(topic[torch.randint(0, topic_size, (length,), generator=gen)])
         lengths = torch.tensor([len(d) for d in docs])
         cu = torch.zeros(len(docs) + 1, dtype=torch.int32)
         cu[1:] = torch.cumsum(lengths, 0)
@@ -122,10 +123,10 @@ def block_means(losses, block):
     return [sum(losses[i:i + block]) / len(losses[i:i + block]) for i in range(0, len(losses), block)]
 
 
-def compare(device, steps, docs_per_step=8, max_half=24, window_left=32, dropout_p=0.1, block=25, data_seed=7):
+def compare(device, steps, docs_per_step=8, max_len=64, window_left=32, dropout_p=0.1, block=25, data_seed=7):
     """Trains flashcore (dropout seed 100), the SDPA twin (seeds 100 and 200); returns the curves and
     the block-mean differences: flashcore vs twin, and twin vs twin (the noise band)."""
-    batches = make_batches(steps, docs_per_step, max_half, data_seed)
+    batches = make_batches(steps, docs_per_step, max_len, data_seed)
     flash = train(flashcore_attention(dropout_p, window_left), device, batches, dropout_seed=100)
     twin_a = train(sdpa_attention(dropout_p, window_left), device, batches, dropout_seed=100)
     twin_b = train(sdpa_attention(dropout_p, window_left), device, batches, dropout_seed=200)
@@ -134,10 +135,10 @@ def compare(device, steps, docs_per_step=8, max_half=24, window_left=32, dropout
     diff_flash_b = max(abs(a - b) for a, b in zip(means["flash"], means["twin_b"]))
     noise = max(abs(a - b) for a, b in zip(means["twin_a"], means["twin_b"]))
     return dict(
-        config=dict(steps=steps, docs_per_step=docs_per_step, max_half=max_half, window_left=window_left,
+        config=dict(steps=steps, docs_per_step=docs_per_step, max_len=max_len, topic_size=4, window_left=window_left,
                     dropout_p=dropout_p, block=block, data_seed=data_seed, vocab=VOCAB, dim=DIM, heads=HEADS,
                     init_seed=1, dropout_seeds=dict(flash=100, twin_a=100, twin_b=200), autocast="bfloat16",
-                    uniform_loss=math.log(VOCAB)),
+                    uniform_loss=math.log(VOCAB), topic_loss=math.log(4)),
         losses=dict(flash=flash, twin_a=twin_a, twin_b=twin_b),
         block_means=means,
         max_block_diff=dict(flash_vs_twin_a=diff_flash, flash_vs_twin_b=diff_flash_b, twin_a_vs_twin_b=noise),
