@@ -49,7 +49,7 @@ def allowed_mask(cu, window_left, device):
     i - j <= window_left. Per document q and k have the same length, so flash_attn's bottom-right
     alignment is the diagonal."""
     total = int(cu[-1])
-    doc = torch.repeat_interleave(torch.arange(len(cu) - 1), (cu[1:] - cu[:-1]).long()).to(device)
+    doc = torch.repeat_interleave(torch.arange(len(cu) - 1, device=cu.device), (cu[1:] - cu[:-1]).long()).to(device)
     i = torch.arange(total, device=device)
     same_doc = doc[:, None] == doc[None, :]
     distance = i[:, None] - i[None, :]
