@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "flashcore/reference.h"
+#include "varlen.h"
 
 namespace flashcore::cli {
 namespace {
@@ -56,42 +57,52 @@ void finish(TensorCheck* c, double bound) {
   c->passed = c->nonfinite == 0 && c->max_abs_error <= bound;
 }
 
-ReferenceProblem reference_problem(const Shape& s, const HostInputs& in) {
-  ReferenceProblem p;
-  p.batch = s.batch;
-  p.seqlen_q = s.seqlen_q;
-  p.seqlen_k = s.seqlen_k;
-  p.heads_q = s.heads_q;
-  p.heads_kv = s.heads_kv;
-  p.head_dim = s.head_dim;
-  p.causal = s.causal;
-  p.softmax_scale = softmax_scale(s);
-  p.window_left = s.window_left;
-  p.window_right = s.window_right;
-  p.softcap = static_cast<double>(static_cast<float>(s.softcap));  // the float the library is given
-  p.dropout_p = static_cast<double>(static_cast<float>(s.dropout_p));
-  p.dropout_seed = s.dropout_seed;
-  if (!in.alibi_slopes.empty()) {
-    p.alibi_slopes = in.alibi_slopes.data();
-    p.alibi_slopes_per_batch = true;
-  }
-  return p;
-}
-
 }  // namespace
 
 Status reference_outputs(const Shape& shape, const HostInputs& in, int threads, HostOutputs* ref) {
-  const ReferenceProblem p = reference_problem(shape, in);
-  ref->out.resize(in.q.size());
-  ref->lse.resize(static_cast<std::size_t>(shape.lse_elements()));
-  FLASHCORE_RETURN_IF_ERROR(reference_forward(p, in.q.data(), in.k.data(), in.v.data(), ref->out.data(),
-                                              ref->lse.data(), threads));
-  if (!in.dout.empty()) {
-    ref->dq.resize(in.q.size());
-    ref->dk.resize(in.k.size());
-    ref->dv.resize(in.v.size());
-    FLASHCORE_RETURN_IF_ERROR(reference_backward(p, in.q.data(), in.k.data(), in.v.data(), in.dout.data(),
-                                                 ref->dq.data(), ref->dk.data(), ref->dv.data(), threads));
+  const ReferenceProblem whole = reference_problem(shape, in, softmax_scale(shape));
+  const bool backward = !in.dout.empty();
+  ref->out.assign(in.q.size(), 0.0);
+  ref->lse.assign(static_cast<std::size_t>(shape.lse_elements()), 0.0);
+  if (backward) {
+    ref->dq.assign(in.q.size(), 0.0);
+    ref->dk.assign(in.k.size(), 0.0);
+    ref->dv.assign(in.v.size(), 0.0);
+  }
+  if (!shape.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(reference_forward(whole, in.q.data(), in.k.data(), in.v.data(), ref->out.data(),
+                                                ref->lse.data(), threads));
+    if (!backward) return Status::Ok();
+    return reference_backward(whole, in.q.data(), in.k.data(), in.v.data(), in.dout.data(), ref->dq.data(),
+                              ref->dk.data(), ref->dv.data(), threads);
+  }
+  // Varlen: each sequence alone as a dense batch of 1, packed back. Rows of a sequence without
+  // keys keep out 0 (and gradients 0) with LSE -inf, as attention.h states.
+  const std::int64_t q_width = shape.heads_q * shape.head_dim;
+  const std::int64_t kv_width = shape.heads_kv * shape.head_dim;
+  for (const Sequence& seq : sequences(shape)) {
+    if (seq.len_q == 0) continue;
+    if (seq.len_k == 0) {
+      put_lse(std::vector<double>(static_cast<std::size_t>(shape.heads_q * seq.len_q), -INFINITY), seq,
+              shape.heads_q, shape.total_q(), &ref->lse);
+      continue;
+    }
+    const ReferenceProblem p = sequence_problem(whole, seq, in);
+    const std::vector<double> q = take_rows(in.q, seq.q_row, seq.len_q, q_width);
+    const std::vector<double> k = take_rows(in.k, seq.k_row, seq.len_k, kv_width);
+    const std::vector<double> v = take_rows(in.v, seq.k_row, seq.len_k, kv_width);
+    std::vector<double> out(q.size()), lse(static_cast<std::size_t>(shape.heads_q * seq.len_q));
+    FLASHCORE_RETURN_IF_ERROR(reference_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), threads));
+    put_rows(out, seq.q_row, q_width, &ref->out);
+    put_lse(lse, seq, shape.heads_q, shape.total_q(), &ref->lse);
+    if (!backward) continue;
+    const std::vector<double> dout = take_rows(in.dout, seq.q_row, seq.len_q, q_width);
+    std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
+    FLASHCORE_RETURN_IF_ERROR(
+        reference_backward(p, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data(), threads));
+    put_rows(dq, seq.q_row, q_width, &ref->dq);
+    put_rows(dk, seq.k_row, kv_width, &ref->dk);
+    put_rows(dv, seq.k_row, kv_width, &ref->dv);
   }
   return Status::Ok();
 }

@@ -1,10 +1,12 @@
 // flashcore's CPU backends behind the Executor interface: the tiled flash backend
 // (Backend::kCpu) or the float64 reference (Backend::kCpuReference), timed with std::chrono.
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "flashcore/attention.h"
 #include "runner.h"
+#include "varlen.h"
 
 namespace flashcore::cli {
 namespace {
@@ -21,6 +23,10 @@ class CpuExecutor final : public Executor {
     out_.resize(q_.size());
     lse_.resize(static_cast<std::size_t>(s.lse_elements()));
     alibi_.assign(job.inputs->alibi_slopes.begin(), job.inputs->alibi_slopes.end());
+    if (s.varlen()) {
+      for (double offset : cu_seqlens(s.lengths_q)) cu_seqlens_q_.push_back(static_cast<std::int32_t>(offset));
+      for (double offset : cu_seqlens(s.lengths_k)) cu_seqlens_k_.push_back(static_cast<std::int32_t>(offset));
+    }
     if (job.backward) {
       dout_ = encode(job.inputs->dout, job.dtype);
       dq_.resize(q_.size());
@@ -47,7 +53,7 @@ class CpuExecutor final : public Executor {
     return p;
   }
 
-  // --window, --softcap, --alibi, --dropout onto forward or backward params.
+  // --window, --softcap, --alibi, --dropout, --varlen onto forward or backward params.
   template <class Params>
   void set_score_options(Params* p) {
     p->window_left = job_.shape.window_left;
@@ -57,6 +63,12 @@ class CpuExecutor final : public Executor {
     p->dropout_seed = job_.shape.dropout_seed;
     if (!alibi_.empty()) {
       p->alibi_slopes = make_view(alibi_.data(), DType::kFloat32, Device::kCPU, {job_.shape.batch, job_.shape.heads_q});
+    }
+    if (job_.shape.varlen()) {  // --varlen: the offsets, and seqlen_q / seqlen_k as the max_seqlen bounds
+      p->cu_seqlens_q = make_view(cu_seqlens_q_.data(), DType::kInt32, Device::kCPU, {job_.shape.batch + 1});
+      p->cu_seqlens_k = make_view(cu_seqlens_k_.data(), DType::kInt32, Device::kCPU, {job_.shape.batch + 1});
+      p->max_seqlen_q = job_.shape.seqlen_q;
+      p->max_seqlen_k = job_.shape.seqlen_k;
     }
   }
 
@@ -130,16 +142,21 @@ class CpuExecutor final : public Executor {
   }
 
  private:
+  // The dense (batch, seqlen, heads, head_dim) views, or with --varlen the packed (total, heads,
+  // head_dim) ones and the (heads_q, total_q) LSE.
   TensorView q_view(void* data) const {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(data, job_.dtype, Device::kCPU, {s.total_q(), s.heads_q, s.head_dim});
     return make_view(data, job_.dtype, Device::kCPU, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
   }
   TensorView kv_view(void* data) const {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(data, job_.dtype, Device::kCPU, {s.total_k(), s.heads_kv, s.head_dim});
     return make_view(data, job_.dtype, Device::kCPU, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
   }
   TensorView lse_view() {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(lse_.data(), DType::kFloat32, Device::kCPU, {s.heads_q, s.total_q()});
     return make_view(lse_.data(), DType::kFloat32, Device::kCPU, {s.batch, s.heads_q, s.seqlen_q});
   }
 
@@ -148,6 +165,7 @@ class CpuExecutor final : public Executor {
   std::vector<std::byte> q_, k_, v_, dout_, out_, dq_, dk_, dv_;
   std::vector<float> lse_;
   std::vector<float> alibi_;  // (batch, heads_q) slopes; empty without --alibi
+  std::vector<std::int32_t> cu_seqlens_q_, cu_seqlens_k_;  // (batch + 1) offsets; empty without --varlen
   Clock::time_point start_;
   Clock::time_point forward_end_;
 };

@@ -2,6 +2,7 @@
 // usable device that --device auto relies on.
 #include "cuda_executor_base.h"
 #include "flashcore/attention.h"
+#include "varlen.h"
 
 namespace flashcore::cli {
 namespace {
@@ -15,6 +16,12 @@ class CudaExecutor final : public CudaExecutorBase {
     FLASHCORE_RETURN_IF_ERROR(init());
     if (!job_.inputs->alibi_slopes.empty()) {
       FLASHCORE_RETURN_IF_ERROR(alibi_.upload(encode(job_.inputs->alibi_slopes, DType::kFloat32), "alibi_slopes"));
+    }
+    if (job_.shape.varlen()) {
+      FLASHCORE_RETURN_IF_ERROR(
+          cu_seqlens_q_.upload(encode(cu_seqlens(job_.shape.lengths_q), DType::kInt32), "cu_seqlens_q"));
+      FLASHCORE_RETURN_IF_ERROR(
+          cu_seqlens_k_.upload(encode(cu_seqlens(job_.shape.lengths_k), DType::kInt32), "cu_seqlens_k"));
     }
     if (!job_.backward) return Status::Ok();
     std::size_t bytes = 0;
@@ -49,7 +56,7 @@ class CudaExecutor final : public CudaExecutorBase {
     return p;
   }
 
-  // --window, --softcap, --alibi, --dropout onto forward or backward params.
+  // --window, --softcap, --alibi, --dropout, --varlen onto forward or backward params.
   template <class Params>
   void set_score_options(Params* p) const {
     p->window_left = job_.shape.window_left;
@@ -59,6 +66,12 @@ class CudaExecutor final : public CudaExecutorBase {
     p->dropout_seed = job_.shape.dropout_seed;
     if (alibi_.data() != nullptr) {
       p->alibi_slopes = make_view(alibi_.data(), DType::kFloat32, Device::kCUDA, {job_.shape.batch, job_.shape.heads_q});
+    }
+    if (job_.shape.varlen()) {  // --varlen: the offsets, and seqlen_q / seqlen_k as the max_seqlen bounds
+      p->cu_seqlens_q = make_view(cu_seqlens_q_.data(), DType::kInt32, Device::kCUDA, {job_.shape.batch + 1});
+      p->cu_seqlens_k = make_view(cu_seqlens_k_.data(), DType::kInt32, Device::kCUDA, {job_.shape.batch + 1});
+      p->max_seqlen_q = job_.shape.seqlen_q;
+      p->max_seqlen_k = job_.shape.seqlen_k;
     }
   }
 
@@ -88,21 +101,27 @@ class CudaExecutor final : public CudaExecutorBase {
     return p;
   }
 
+  // The dense (batch, seqlen, heads, head_dim) views, or with --varlen the packed (total, heads,
+  // head_dim) ones and the (heads_q, total_q) LSE.
   TensorView q_view(const DeviceBuffer& b) const {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(b.data(), element_, Device::kCUDA, {s.total_q(), s.heads_q, s.head_dim});
     return make_view(b.data(), element_, Device::kCUDA, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
   }
   TensorView kv_view(const DeviceBuffer& b) const {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(b.data(), element_, Device::kCUDA, {s.total_k(), s.heads_kv, s.head_dim});
     return make_view(b.data(), element_, Device::kCUDA, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
   }
   TensorView lse_view() const {
     const Shape& s = job_.shape;
+    if (s.varlen()) return make_view(lse_.data(), DType::kFloat32, Device::kCUDA, {s.heads_q, s.total_q()});
     return make_view(lse_.data(), DType::kFloat32, Device::kCUDA, {s.batch, s.heads_q, s.seqlen_q});
   }
 
   DeviceBuffer workspace_;
   DeviceBuffer alibi_;  // (batch, heads_q) float32 slopes, with --alibi
+  DeviceBuffer cu_seqlens_q_, cu_seqlens_k_;  // (batch + 1) int32 offsets, with --varlen
 };
 
 }  // namespace

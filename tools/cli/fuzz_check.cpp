@@ -13,6 +13,7 @@
 
 #include "flashcore/accuracy.h"
 #include "flashcore/reference.h"
+#include "varlen.h"
 
 namespace flashcore::cli {
 namespace {
@@ -144,6 +145,110 @@ void judge(const char* name, DType dtype, double factor, const std::vector<doubl
   if (!c.ok) fail(result, c.message);
 }
 
+// With --varlen a tensor is built as (1, total, heads, head_dim) (or the LSE as (1, heads, total))
+// and given to the library as (total, heads, head_dim) / (heads, total): its leading 1 dropped.
+TensorView packed(TensorView view) {
+  for (int d = 1; d < view.rank; ++d) {
+    view.shape[d - 1] = view.shape[d];
+    view.stride[d - 1] = view.stride[d];
+  }
+  --view.rank;
+  return view;
+}
+
+// What the outputs are judged against: the float64 reference and the same-precision baseline,
+// computed on the whole dense batch, or (varlen) per sequence and packed back.
+struct ForwardExpected {
+  std::vector<double> ref_out, ref_lse, base_out, base_lse;
+};
+struct BackwardExpected {
+  std::vector<double> ref_dq, ref_dk, ref_dv, base_dq, base_dk, base_dv;
+  accuracy::RowSumAllowance row_sums;  // the largest over the sequences
+};
+
+Status expect_forward(const Shape& s, const ReferenceProblem& whole, DType dtype, const HostInputs& in, int threads,
+                      ForwardExpected* e) {
+  e->ref_out.assign(in.q.size(), 0.0);
+  e->ref_lse.assign(static_cast<size_t>(s.lse_elements()), 0.0);
+  if (!s.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(
+        reference_forward(whole, in.q.data(), in.k.data(), in.v.data(), e->ref_out.data(), e->ref_lse.data(), threads));
+    accuracy::BaselineForward base = accuracy::baseline_forward(whole, dtype, in.q, in.k, in.v, threads);
+    e->base_out = std::move(base.out);
+    e->base_lse = std::move(base.lse);
+    return Status::Ok();
+  }
+  e->base_out = e->ref_out;
+  e->base_lse = e->ref_lse;
+  const int64_t q_width = s.heads_q * s.head_dim, kv_width = s.heads_kv * s.head_dim;
+  for (const Sequence& seq : sequences(s)) {
+    if (seq.len_q == 0) continue;
+    if (seq.len_k == 0) {  // rows without keys: out 0, LSE -inf (attention.h)
+      const std::vector<double> none(static_cast<size_t>(s.heads_q * seq.len_q), -INFINITY);
+      put_lse(none, seq, s.heads_q, s.total_q(), &e->ref_lse);
+      put_lse(none, seq, s.heads_q, s.total_q(), &e->base_lse);
+      continue;
+    }
+    const ReferenceProblem p = sequence_problem(whole, seq, in);
+    const std::vector<double> q = take_rows(in.q, seq.q_row, seq.len_q, q_width);
+    const std::vector<double> k = take_rows(in.k, seq.k_row, seq.len_k, kv_width);
+    const std::vector<double> v = take_rows(in.v, seq.k_row, seq.len_k, kv_width);
+    std::vector<double> out(q.size()), lse(static_cast<size_t>(s.heads_q * seq.len_q));
+    FLASHCORE_RETURN_IF_ERROR(reference_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), threads));
+    put_rows(out, seq.q_row, q_width, &e->ref_out);
+    put_lse(lse, seq, s.heads_q, s.total_q(), &e->ref_lse);
+    const accuracy::BaselineForward base = accuracy::baseline_forward(p, dtype, q, k, v, threads);
+    put_rows(base.out, seq.q_row, q_width, &e->base_out);
+    put_lse(base.lse, seq, s.heads_q, s.total_q(), &e->base_lse);
+  }
+  return Status::Ok();
+}
+
+// `out`: the forward's output as the backward was given it (packed like q).
+Status expect_backward(const Shape& s, const ReferenceProblem& whole, DType dtype, const HostInputs& in,
+                       const std::vector<double>& out, int threads, BackwardExpected* e) {
+  e->ref_dq.assign(in.q.size(), 0.0);
+  e->ref_dk.assign(in.k.size(), 0.0);
+  e->ref_dv.assign(in.v.size(), 0.0);
+  if (!s.varlen()) {
+    FLASHCORE_RETURN_IF_ERROR(reference_backward(whole, in.q.data(), in.k.data(), in.v.data(), in.dout.data(),
+                                                 e->ref_dq.data(), e->ref_dk.data(), e->ref_dv.data(), threads));
+    accuracy::BaselineBackward base = accuracy::baseline_backward(whole, dtype, in.q, in.k, in.v, in.dout, threads);
+    e->base_dq = std::move(base.dq);
+    e->base_dk = std::move(base.dk);
+    e->base_dv = std::move(base.dv);
+    e->row_sums = accuracy::row_sum_allowance(whole, dtype, in.q, in.k, in.v, out, in.dout, threads);
+    return Status::Ok();
+  }
+  e->base_dq = e->ref_dq;  // sequences without queries or keys have zero gradients
+  e->base_dk = e->ref_dk;
+  e->base_dv = e->ref_dv;
+  const int64_t q_width = s.heads_q * s.head_dim, kv_width = s.heads_kv * s.head_dim;
+  for (const Sequence& seq : sequences(s)) {
+    if (seq.len_q == 0 || seq.len_k == 0) continue;
+    const ReferenceProblem p = sequence_problem(whole, seq, in);
+    const std::vector<double> q = take_rows(in.q, seq.q_row, seq.len_q, q_width);
+    const std::vector<double> k = take_rows(in.k, seq.k_row, seq.len_k, kv_width);
+    const std::vector<double> v = take_rows(in.v, seq.k_row, seq.len_k, kv_width);
+    const std::vector<double> dout = take_rows(in.dout, seq.q_row, seq.len_q, q_width);
+    std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
+    FLASHCORE_RETURN_IF_ERROR(
+        reference_backward(p, q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data(), threads));
+    put_rows(dq, seq.q_row, q_width, &e->ref_dq);
+    put_rows(dk, seq.k_row, kv_width, &e->ref_dk);
+    put_rows(dv, seq.k_row, kv_width, &e->ref_dv);
+    const accuracy::BaselineBackward base = accuracy::baseline_backward(p, dtype, q, k, v, dout, threads);
+    put_rows(base.dq, seq.q_row, q_width, &e->base_dq);
+    put_rows(base.dk, seq.k_row, kv_width, &e->base_dk);
+    put_rows(base.dv, seq.k_row, kv_width, &e->base_dv);
+    const accuracy::RowSumAllowance row_sums =
+        accuracy::row_sum_allowance(p, dtype, q, k, v, take_rows(out, seq.q_row, seq.len_q, q_width), dout, threads);
+    e->row_sums.dq = std::max(e->row_sums.dq, row_sums.dq);
+    e->row_sums.dk = std::max(e->row_sums.dk, row_sums.dk);
+  }
+  return Status::Ok();
+}
+
 ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) {
   ProblemResult result;
   const Shape& s = problem.shape;
@@ -152,11 +257,27 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   const Device device = memory.device();
   const HostInputs inputs = make_inputs(s, dtype, problem.backward, problem.input_seed);
 
-  FuzzTensor q(dtype, problem.inputs, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  FuzzTensor k(dtype, problem.inputs, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
-  FuzzTensor v(dtype, problem.inputs, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
-  FuzzTensor out(dtype, problem.outputs, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  FuzzTensor lse(DType::kFloat32, TensorLayout{}, {s.batch, s.heads_q, s.seqlen_q});
+  // Dense (batch, seqlen, heads, head_dim) tensors, or varlen (1, total, heads, head_dim) ones
+  // viewed without their leading 1 (packed()).
+  const bool varlen = s.varlen();
+  const int64_t q_batch = varlen ? 1 : s.batch, q_rows = varlen ? s.total_q() : s.seqlen_q;
+  const int64_t k_rows = varlen ? s.total_k() : s.seqlen_k;
+  const auto view_of = [&](const FuzzTensor& t) { return varlen ? packed(t.view(device)) : t.view(device); };
+  FuzzTensor q(dtype, problem.inputs, {q_batch, q_rows, s.heads_q, s.head_dim});
+  FuzzTensor k(dtype, problem.inputs, {q_batch, k_rows, s.heads_kv, s.head_dim});
+  FuzzTensor v(dtype, problem.inputs, {q_batch, k_rows, s.heads_kv, s.head_dim});
+  FuzzTensor out(dtype, problem.outputs, {q_batch, q_rows, s.heads_q, s.head_dim});
+  FuzzTensor lse(DType::kFloat32, TensorLayout{}, {q_batch, s.heads_q, q_rows});
+  // cu_seqlens: int32 (batch + 1), stored as a (1, 1, batch + 1) tensor.
+  FuzzTensor cu_q(DType::kInt32, TensorLayout{}, {1, 1, s.batch + 1});
+  FuzzTensor cu_k(DType::kInt32, TensorLayout{}, {1, 1, s.batch + 1});
+  if (varlen) {
+    cu_q.set_values(cu_seqlens(s.lengths_q));
+    cu_k.set_values(cu_seqlens(s.lengths_k));
+    for (FuzzTensor* t : {&cu_q, &cu_k}) {
+      if (call_failed(t->to_device(memory), "copy to the device", &result)) return result;
+    }
+  }
   q.set_values(inputs.q);
   k.set_values(inputs.k);
   v.set_values(inputs.v);
@@ -178,11 +299,17 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   }
 
   ForwardParams fwd;
-  fwd.q = q.view(device);
-  fwd.k = k.view(device);
-  fwd.v = v.view(device);
-  fwd.out = out.view(device);
-  fwd.lse = lse.view(device);
+  fwd.q = view_of(q);
+  fwd.k = view_of(k);
+  fwd.v = view_of(v);
+  fwd.out = view_of(out);
+  fwd.lse = view_of(lse);
+  if (varlen) {
+    fwd.cu_seqlens_q = packed(packed(cu_q.view(device)));
+    fwd.cu_seqlens_k = packed(packed(cu_k.view(device)));
+    fwd.max_seqlen_q = s.seqlen_q;
+    fwd.max_seqlen_k = s.seqlen_k;
+  }
   fwd.softmax_scale = softmax_scale(s);
   fwd.causal = s.causal;
   fwd.backend = device == Device::kCPU ? Backend::kCpu : Backend::kCuda;
@@ -200,41 +327,20 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
     if (call_failed(t->from_device(), "copy to the host", &result)) return result;
   }
 
-  ReferenceProblem p;
-  p.batch = s.batch;
-  p.seqlen_q = s.seqlen_q;
-  p.seqlen_k = s.seqlen_k;
-  p.heads_q = s.heads_q;
-  p.heads_kv = s.heads_kv;
-  p.head_dim = s.head_dim;
-  p.softmax_scale = *fwd.softmax_scale;
-  p.causal = s.causal;
-  p.window_left = s.window_left;
-  p.window_right = s.window_right;
-  p.softcap = fwd.softcap;  // the float the library was given
-  p.dropout_p = fwd.dropout_p;
-  p.dropout_seed = fwd.dropout_seed;
-  if (s.alibi) {
-    p.alibi_slopes = inputs.alibi_slopes.data();
-    p.alibi_slopes_per_batch = true;
-  }
-  std::vector<double> ref_out(inputs.q.size()), ref_lse(static_cast<size_t>(s.lse_elements()));
-  if (call_failed(reference_forward(p, inputs.q.data(), inputs.k.data(), inputs.v.data(), ref_out.data(),
-                                    ref_lse.data(), target.threads),
-                  "reference", &result)) {
+  const ReferenceProblem p = reference_problem(s, inputs, *fwd.softmax_scale);
+  ForwardExpected expected;
+  if (call_failed(expect_forward(s, p, dtype, inputs, target.threads, &expected), "reference", &result)) {
     return result;
   }
-  const accuracy::BaselineForward base =
-      accuracy::baseline_forward(p, dtype, inputs.q, inputs.k, inputs.v, target.threads);
-  judge("out", dtype, 2.0, out.values(), base.out, ref_out, &result);
-  judge("lse", DType::kFloat32, 2.0, lse.values(), base.lse, ref_lse, &result);
+  judge("out", dtype, 2.0, out.values(), expected.base_out, expected.ref_out, &result);
+  judge("lse", DType::kFloat32, 2.0, lse.values(), expected.base_lse, expected.ref_lse, &result);
   if (!out.outside_view_untouched()) fail(&result, "out: written outside its view");
   if (!problem.backward || result.verdict == Verdict::kFailed) return result;
 
-  FuzzTensor dout(dtype, problem.inputs, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  FuzzTensor dq(dtype, problem.outputs, {s.batch, s.seqlen_q, s.heads_q, s.head_dim});
-  FuzzTensor dk(dtype, problem.outputs, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
-  FuzzTensor dv(dtype, problem.outputs, {s.batch, s.seqlen_k, s.heads_kv, s.head_dim});
+  FuzzTensor dout(dtype, problem.inputs, {q_batch, q_rows, s.heads_q, s.head_dim});
+  FuzzTensor dq(dtype, problem.outputs, {q_batch, q_rows, s.heads_q, s.head_dim});
+  FuzzTensor dk(dtype, problem.outputs, {q_batch, k_rows, s.heads_kv, s.head_dim});
+  FuzzTensor dv(dtype, problem.outputs, {q_batch, k_rows, s.heads_kv, s.head_dim});
   dout.set_values(inputs.dout);
   for (FuzzTensor* t : {&dout, &dq, &dk, &dv}) {
     if (call_failed(t->to_device(memory), "copy to the device", &result)) return result;
@@ -245,10 +351,14 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
   bwd.v = fwd.v;
   bwd.out = fwd.out;  // the forward's own out and LSE, as FlashAttention's tests do
   bwd.lse = fwd.lse;
-  bwd.dout = dout.view(device);
-  bwd.dq = dq.view(device);
-  bwd.dk = dk.view(device);
-  bwd.dv = dv.view(device);
+  bwd.dout = view_of(dout);
+  bwd.dq = view_of(dq);
+  bwd.dk = view_of(dk);
+  bwd.dv = view_of(dv);
+  bwd.cu_seqlens_q = fwd.cu_seqlens_q;
+  bwd.cu_seqlens_k = fwd.cu_seqlens_k;
+  bwd.max_seqlen_q = fwd.max_seqlen_q;
+  bwd.max_seqlen_k = fwd.max_seqlen_k;
   bwd.softmax_scale = fwd.softmax_scale;
   bwd.causal = s.causal;
   bwd.backend = fwd.backend;
@@ -282,21 +392,15 @@ ProblemResult run_checked(const FuzzProblem& problem, const FuzzTarget& target) 
     if (dv.host_bytes() != first_dv) fail(&result, "dv: deterministic backward differs between two runs");
   }
 
-  std::vector<double> ref_dq(inputs.q.size()), ref_dk(inputs.k.size()), ref_dv(inputs.v.size());
-  if (call_failed(reference_backward(p, inputs.q.data(), inputs.k.data(), inputs.v.data(), inputs.dout.data(),
-                                     ref_dq.data(), ref_dk.data(), ref_dv.data(), target.threads),
-                  "reference", &result)) {
-    return result;
-  }
-  const accuracy::BaselineBackward base_bwd =
-      accuracy::baseline_backward(p, dtype, inputs.q, inputs.k, inputs.v, inputs.dout, target.threads);
   // FlashAttention's row sums D = rowsum(dO * O) come from the O the backward was given: the rule
   // allows dq and dk what that adds (accuracy.h), which matters where rows see one to a few keys.
-  const accuracy::RowSumAllowance row_sums =
-      accuracy::row_sum_allowance(p, dtype, inputs.q, inputs.k, inputs.v, out.values(), inputs.dout, target.threads);
-  judge("dq", dtype, 3.0, dq.values(), base_bwd.dq, ref_dq, &result, row_sums.dq);
-  judge("dk", dtype, 3.0, dk.values(), base_bwd.dk, ref_dk, &result, row_sums.dk);
-  judge("dv", dtype, 3.0, dv.values(), base_bwd.dv, ref_dv, &result);
+  BackwardExpected grads;
+  if (call_failed(expect_backward(s, p, dtype, inputs, out.values(), target.threads, &grads), "reference", &result)) {
+    return result;
+  }
+  judge("dq", dtype, 3.0, dq.values(), grads.base_dq, grads.ref_dq, &result, grads.row_sums.dq);
+  judge("dk", dtype, 3.0, dk.values(), grads.base_dk, grads.ref_dk, &result, grads.row_sums.dk);
+  judge("dv", dtype, 3.0, dv.values(), grads.base_dv, grads.ref_dv, &result);
   if (!dq.outside_view_untouched()) fail(&result, "dq: written outside its view");
   if (!dk.outside_view_untouched()) fail(&result, "dk: written outside its view");
   if (!dv.outside_view_untouched()) fail(&result, "dv: written outside its view");

@@ -144,7 +144,7 @@ int fuzz_command(int argc, const char* const* argv) {
   summary.max_seqlen = o.max_seqlen;
   summary.max_elements = o.max_elements > 0 ? o.max_elements : default_max_elements(on_cuda);
   const FuzzTarget target{memory.get(), o.kernels, o.threads};
-  const FuzzLimits limits{summary.max_seqlen, summary.max_elements, o.score_options};
+  const FuzzLimits limits{summary.max_seqlen, summary.max_elements, o.score_options, o.varlen};
 
   // Problems run side by side, one thread each: most are small, and the host-side float64
   // reference and baseline, not the library, set the pace. Results are kept by index, so the

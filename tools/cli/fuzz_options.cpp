@@ -62,6 +62,10 @@ bool parse_fuzz_options(int argc, const char* const* argv, FuzzOptions* o, bool*
       o->score_options = false;
       continue;
     }
+    if (flag == "--no-varlen") {
+      o->varlen = false;
+      continue;
+    }
     std::string_view value;  // "--flag value" or "--flag=value"
     const std::size_t equals = flag.find('=');
     if (equals != std::string_view::npos && flag.substr(0, 2) == "--") {
@@ -91,7 +95,7 @@ bool parse_fuzz_options(int argc, const char* const* argv, FuzzOptions* o, bool*
 std::string fuzz_usage() {
   return "usage: flashcore fuzz [--device auto|cpu|cuda] [--kernels auto|sm80|sm90] [--count 200] [--seed 1]\n"
          "                      [--max-seqlen 4096] [--max-elements N] [--jobs N] [--threads N] [--json]\n"
-         "                      [--no-shrink] [--no-score-options]\n"
+         "                      [--no-shrink] [--no-score-options] [--no-varlen]\n"
          "       flashcore fuzz --problem SPEC [--device ...] [--kernels ...]\n"
          "  Draws --count random attention problems from --seed (batch, seqlen_q and seqlen_k in 1..--max-seqlen,\n"
          "  mostly small and ragged, MHA/GQA/MQA, head dims 1..256, fp16/bf16, causal or not, strided views,\n"
@@ -112,6 +116,7 @@ std::string fuzz_usage() {
          "  --no-shrink     report failures as drawn\n"
          "  --no-score-options  draw no window, softcap, ALiBi or dropout (a family that serves none of\n"
          "                  them would skip those problems); the other fields are drawn as with them\n"
+         "  --no-varlen     draw no variable-length (cu_seqlens) batches; one problem in five is one otherwise\n"
          "  --json          one JSON object on stdout instead of the text report\n";
 }
 

@@ -21,6 +21,7 @@ struct FuzzOptions {
   bool json = false;
   bool shrink = true;
   bool score_options = true;  // --no-score-options: draw no window, softcap or ALiBi
+  bool varlen = true;         // --no-varlen: draw no variable-length batches
   std::string problem;  // --problem SPEC: run this one problem instead of drawing
 };
 

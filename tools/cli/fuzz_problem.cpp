@@ -119,6 +119,69 @@ bool parse_layout(const std::string& text, TensorLayout* layout) {
   return false;
 }
 
+// At least one query row and one key row in the batch: the library takes no null (empty) q or k,
+// while empty sequences among others are what the varlen problems are for.
+void keep_rows(Shape* s) {
+  if (s->total_q() == 0) s->lengths_q[0] = 1;
+  if (s->total_k() == 0) s->lengths_k[0] = 1;
+}
+
+// A varlen batch (drawn last, see draw_problem): 1-6 sequences, each length in [0, the drawn
+// seqlen] (empty sequences, one-row ones and ragged ones all turn up), the drawn seqlen_q /
+// seqlen_k kept as max_seqlen bounds. Lengths are halved until the score entries fit the cap.
+void draw_varlen(Random& r, std::int64_t max_elements, Shape* s) {
+  s->batch = r.uniform(1, 6);
+  s->lengths_q.clear();
+  s->lengths_k.clear();
+  const auto length = [&](std::int64_t max) {
+    const std::int64_t pick = r.uniform(0, 9);
+    return pick == 0 ? 0 : pick < 3 ? std::min<std::int64_t>(max, r.uniform(1, 3)) : r.uniform(1, max);
+  };
+  for (std::int64_t b = 0; b < s->batch; ++b) {
+    const std::int64_t q = length(s->seqlen_q);
+    s->lengths_q.push_back(q);
+    s->lengths_k.push_back(s->seqlen_q == s->seqlen_k && r.chance(0.5) ? q : length(s->seqlen_k));
+  }
+  while (max_elements > 0 && score_elements(*s) > max_elements) {
+    for (std::int64_t& q : s->lengths_q) q /= 2;
+    for (std::int64_t& k : s->lengths_k) k /= 2;
+  }
+  keep_rows(s);
+}
+
+// Lengths kept consistent with a (possibly shrunk) batch and max_seqlen bounds.
+void fit_lengths(Shape* s) {
+  if (!s->varlen()) return;
+  s->lengths_q.resize(static_cast<std::size_t>(s->batch), 0);
+  s->lengths_k.resize(static_cast<std::size_t>(s->batch), 0);
+  for (std::int64_t& q : s->lengths_q) q = std::min(q, s->seqlen_q);
+  for (std::int64_t& k : s->lengths_k) k = std::min(k, s->seqlen_k);
+  keep_rows(s);
+}
+
+std::string lengths_text(const std::vector<std::int64_t>& lengths, char separator) {
+  std::string text;
+  for (std::size_t b = 0; b < lengths.size(); ++b) text += (b ? std::string(1, separator) : "") + std::to_string(lengths[b]);
+  return text;
+}
+
+// "3:0:17" into lengths; false on anything else.
+bool parse_lengths(const std::string& text, std::vector<std::int64_t>* lengths) {
+  lengths->clear();
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t colon = std::min(text.find(':', begin), text.size());
+    std::int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data() + begin, text.data() + colon, value);
+    if (colon == begin || ec != std::errc() || ptr != text.data() + colon || value < 0 || value > (1 << 24)) {
+      return false;
+    }
+    lengths->push_back(value);
+    begin = colon + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::uint64_t problem_seed(std::uint64_t seed, std::int64_t index) {
@@ -126,7 +189,12 @@ std::uint64_t problem_seed(std::uint64_t seed, std::int64_t index) {
   return r.next();
 }
 
-std::int64_t score_elements(const Shape& s) { return s.batch * s.heads_q * s.seqlen_q * s.seqlen_k; }
+std::int64_t score_elements(const Shape& s) {
+  if (!s.varlen()) return s.batch * s.heads_q * s.seqlen_q * s.seqlen_k;
+  std::int64_t entries = 0;
+  for (std::int64_t b = 0; b < s.batch; ++b) entries += s.length_q(b) * s.length_k(b);
+  return s.heads_q * entries;
+}
 
 FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
   Random r{seed};
@@ -177,6 +245,9 @@ FuzzProblem draw_problem(std::uint64_t seed, const FuzzLimits& limits) {
     s.alibi = false;
     s.dropout_p = 0.0;
   }
+  // Varlen, drawn after everything else for the same reason (the packed layout is then a
+  // (1, total, heads, head_dim) tensor in the drawn layout, viewed as (total, heads, head_dim)).
+  if (limits.varlen && r.chance(0.2)) draw_varlen(r, limits.max_elements, &s);
   return p;
 }
 
@@ -193,6 +264,7 @@ std::string problem_spec(const FuzzProblem& p) {
   if (s.softcap > 0.0) out << ",softcap=" << s.softcap;
   if (s.alibi) out << ",alibi=1";
   if (s.dropout_p > 0.0) out << ",dropout=" << s.dropout_p;
+  if (s.varlen()) out << ",lengths_q=" << lengths_text(s.lengths_q, ':') << ",lengths_k=" << lengths_text(s.lengths_k, ':');
   return out.str();
 }
 
@@ -291,6 +363,23 @@ std::string parse_problem_spec(const std::string& spec, FuzzProblem* problem) {
     fields.erase(it);
   }
   s.dropout_seed = p.input_seed;
+  if (fields.count("lengths_q") != fields.count("lengths_k")) return "--problem: lengths_q and lengths_k go together";
+  if (fields.count("lengths_q")) {
+    if (!parse_lengths(fields["lengths_q"], &s.lengths_q) || !parse_lengths(fields["lengths_k"], &s.lengths_k)) {
+      return "--problem: lengths_q / lengths_k: expected lengths separated by ':' (e.g. 3:0:17)";
+    }
+    const std::int64_t count = static_cast<std::int64_t>(s.lengths_q.size());
+    if (static_cast<std::int64_t>(s.lengths_k.size()) != count || count != s.batch) {
+      return "--problem: lengths_q and lengths_k must list batch (" + std::to_string(s.batch) + ") lengths each";
+    }
+    for (std::int64_t b = 0; b < count; ++b) {
+      if (s.lengths_q[b] > s.seqlen_q || s.lengths_k[b] > s.seqlen_k) {
+        return "--problem: lengths_q / lengths_k: a length above seqlen_q / seqlen_k (the max_seqlen bounds)";
+      }
+    }
+    fields.erase("lengths_q");
+    fields.erase("lengths_k");
+  }
   if (!fields.empty()) return "--problem: unknown field '" + fields.begin()->first + "'";
   *problem = p;
   return "";
@@ -307,13 +396,21 @@ std::string describe(const FuzzProblem& p) {
   if (s.softcap > 0.0) out << " softcap=" << s.softcap;
   if (s.alibi) out << " alibi";
   if (s.dropout_p > 0.0) out << " dropout=" << s.dropout_p;
+  if (s.varlen()) out << " varlen q=" << lengths_text(s.lengths_q, '/') << " k=" << lengths_text(s.lengths_k, '/');
   return out.str();
 }
 
 std::string run_flags(const FuzzProblem& p) {
   const Shape& s = p.shape;
   std::ostringstream out;
-  out << "--batch " << s.batch << " --seqlen " << s.seqlen_q << " --seqlen-k " << s.seqlen_k << " --heads "
+  if (s.varlen()) {  // the lengths as Q:K pairs; --seqlen / --seqlen-k below keep the bounds
+    out << "--varlen ";
+    for (std::int64_t b = 0; b < s.batch; ++b) out << (b ? "," : "") << s.lengths_q[b] << ":" << s.lengths_k[b];
+    out << " ";
+  } else {
+    out << "--batch " << s.batch << " ";
+  }
+  out << "--seqlen " << s.seqlen_q << " --seqlen-k " << s.seqlen_k << " --heads "
       << s.heads_q << " --heads-kv " << s.heads_kv << " --head-dim " << s.head_dim << " --dtype "
       << (p.dtype == DType::kBFloat16 ? "bf16" : "fp16") << (s.causal ? " --causal" : "")
       << (p.backward ? " --backward" : "") << (p.deterministic ? " --deterministic" : "") << " --seed "
@@ -376,6 +473,17 @@ std::vector<FuzzProblem> smaller_problems(const FuzzProblem& p) {
   if (s.dropout_p > 0.0) with([](FuzzProblem& c) { c.shape.dropout_p = 0.0; });
   if (p.inputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.inputs = TensorLayout{}; });
   if (p.outputs.kind != LayoutKind::kContiguous) with([](FuzzProblem& c) { c.outputs = TensorLayout{}; });
+  if (s.varlen()) {
+    with([](FuzzProblem& c) {  // dense instead, each sequence padded to the bounds
+      c.shape.lengths_q.clear();
+      c.shape.lengths_k.clear();
+    });
+    with([](FuzzProblem& c) {
+      for (std::int64_t& q : c.shape.lengths_q) q /= 2;
+      for (std::int64_t& k : c.shape.lengths_k) k /= 2;
+    });
+  }
+  for (FuzzProblem& c : out) fit_lengths(&c.shape);  // batch and seqlen halvings carry into the lengths
   return out;
 }
 

@@ -43,6 +43,8 @@ struct FuzzLimits {
   // false: no window, softcap, ALiBi or dropout (for a family that serves none of them, so its problems are
   // not skipped); every other field is drawn as with them.
   bool score_options = true;
+  // false: no varlen batches (cu_seqlens); true draws one problem in five as one.
+  bool varlen = true;
 };
 
 // The seed of problem `index` of a run seeded `seed`: problems are independent, so one can be drawn

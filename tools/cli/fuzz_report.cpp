@@ -59,6 +59,10 @@ void FuzzCoverage::add(const FuzzProblem& p) {
   count("softcap", s.softcap > 0.0);
   count("alibi", s.alibi);
   count("dropout", s.dropout_p > 0.0);
+  count("varlen", s.varlen());
+  bool empty_sequence = false;
+  for (std::int64_t b = 0; s.varlen() && b < s.batch; ++b) empty_sequence |= s.length_q(b) == 0 || s.length_k(b) == 0;
+  count("varlen_empty_sequence", empty_sequence);
 }
 
 std::string fuzz_reproduce_line(const FuzzSummary& summary, const FuzzProblem& problem) {

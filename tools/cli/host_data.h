@@ -27,15 +27,38 @@ struct Shape {
   bool alibi = false;  // random (batch, heads_q) slopes in HostInputs::alibi_slopes
   double dropout_p = 0.0;          // --dropout (0: off)
   std::uint64_t dropout_seed = 0;  // the Philox key: --seed (offset 0)
+  // --varlen: each sequence's query and key count (`batch` entries each; empty: the dense layout).
+  // The tensors are then packed as attention.h's varlen layout, (total, heads, head_dim) and the LSE
+  // (heads_q, total_q), and seqlen_q / seqlen_k are max_seqlen_q / max_seqlen_k: bounds that every
+  // length stays within, not necessarily reached.
+  std::vector<std::int64_t> lengths_q;
+  std::vector<std::int64_t> lengths_k;
 
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
   bool has_score_options() const { return has_window() || softcap > 0.0 || alibi || dropout_p > 0.0; }
 
-  std::int64_t q_elements() const { return batch * seqlen_q * heads_q * head_dim; }   // q, out, dout, dq
-  std::int64_t kv_elements() const { return batch * seqlen_k * heads_kv * head_dim; }  // k, v, dk, dv
-  std::int64_t lse_elements() const { return batch * heads_q * seqlen_q; }
+  bool varlen() const { return !lengths_q.empty(); }
+  // Rows of the packed q and k (varlen), or batch * seqlen.
+  std::int64_t total_q() const { return varlen() ? sum(lengths_q) : batch * seqlen_q; }
+  std::int64_t total_k() const { return varlen() ? sum(lengths_k) : batch * seqlen_k; }
+  // Sequence b's query and key counts, either layout.
+  std::int64_t length_q(std::int64_t b) const { return varlen() ? lengths_q[static_cast<std::size_t>(b)] : seqlen_q; }
+  std::int64_t length_k(std::int64_t b) const { return varlen() ? lengths_k[static_cast<std::size_t>(b)] : seqlen_k; }
+
+  std::int64_t q_elements() const { return total_q() * heads_q * head_dim; }   // q, out, dout, dq
+  std::int64_t kv_elements() const { return total_k() * heads_kv * head_dim; }  // k, v, dk, dv
+  std::int64_t lse_elements() const { return heads_q * total_q(); }
+
+ private:
+  static std::int64_t sum(const std::vector<std::int64_t>& values) {
+    std::int64_t total = 0;
+    for (std::int64_t v : values) total += v;
+    return total;
+  }
 };
 
+// Dense tensors as commented; with --varlen the first two dimensions are the packed rows instead:
+// (total_q, heads_q, head_dim) and (total_k, heads_kv, head_dim), the LSE (heads_q, total_q).
 struct HostInputs {
   std::vector<double> q;     // (batch, seqlen_q, heads_q, head_dim)
   std::vector<double> k;     // (batch, seqlen_k, heads_kv, head_dim)

@@ -2,6 +2,7 @@
 // rather than a library error later.
 #include "options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "flashcore/attention.h"
 #include "runner.h"
+#include "varlen.h"
 
 namespace flashcore::cli {
 namespace {
@@ -60,7 +62,16 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
   if (flag == "--window") return parse_window(value, o, error);
   if (flag == "--dropout") return parse_dropout(value, o, error);
   if (flag == "--softcap") return parse_softcap(value, o, error);
-  if (flag == "--batch") return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
+  if (flag == "--batch") {
+    o->batch_given = true;
+    return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->batch, error);
+  }
+  if (flag == "--varlen") {
+    o->varlen_random = value == "random";
+    if (o->varlen_random) return true;
+    *error = parse_varlen_list(value, &o->lengths_q, &o->lengths_k);
+    return error->empty();
+  }
   if (flag == "--seqlen") {
     o->seqlen_given = true;
     return parse_int<std::int64_t>(flag, value, 1, kMaxExtent, &o->seqlen_q, error);
@@ -102,7 +113,7 @@ bool parse_flag(std::string_view flag, std::string_view value, Options* o, std::
 bool takes_value(std::string_view flag) {
   for (const char* known : {"--batch", "--seqlen", "--seqlen-k", "--heads", "--heads-kv", "--head-dim", "--dtype",
                             "--device", "--kernels", "--impl", "--repeats", "--warmup", "--seed", "--threads",
-                            "--window", "--softcap", "--dropout", "--page-size", "--new", "--splits"}) {
+                            "--window", "--softcap", "--dropout", "--page-size", "--new", "--splits", "--varlen"}) {
     if (flag == known) return true;
   }
   return false;
@@ -120,6 +131,42 @@ bool parse_switch(std::string_view flag, Options* o) {
   if (flag == "--kvcache") target = &o->kvcache;
   if (target != nullptr) *target = true;
   return target != nullptr;
+}
+
+// --varlen after every flag is read: random lengths drawn, or a list's batch and max_seqlen set
+// (--seqlen / --seqlen-k, when given with a list, are the max_seqlen bounds and must hold).
+bool finish_varlen(Options* o, bool seqlen_k_given, std::string* error) {
+  if (o->kvcache) {
+    *error = "--varlen: forward_kvcache takes per-sequence cache lengths, not --varlen";
+    return false;
+  }
+  if (o->varlen_random) {
+    draw_random_lengths(o->batch, o->seqlen_q, o->seqlen_k, o->seed, &o->lengths_q, &o->lengths_k);
+    return true;
+  }
+  const std::int64_t count = static_cast<std::int64_t>(o->lengths_q.size());
+  if (o->batch_given && o->batch != count) {
+    *error = "--batch (" + std::to_string(o->batch) + ") differs from the " + std::to_string(count) +
+             " sequences --varlen lists; drop --batch";
+    return false;
+  }
+  o->batch = count;
+  const std::int64_t longest_q = *std::max_element(o->lengths_q.begin(), o->lengths_q.end());
+  const std::int64_t longest_k = *std::max_element(o->lengths_k.begin(), o->lengths_k.end());
+  if (o->seqlen_given && o->seqlen_q < longest_q) {
+    *error = "--seqlen (" + std::to_string(o->seqlen_q) + ", max_seqlen_q with --varlen) is below the longest "
+             "query length listed (" + std::to_string(longest_q) + ")";
+    return false;
+  }
+  if (seqlen_k_given && o->seqlen_k < longest_k) {
+    *error = "--seqlen-k (" + std::to_string(o->seqlen_k) + ", max_seqlen_k with --varlen) is below the longest "
+             "key length listed (" + std::to_string(longest_k) + ")";
+    return false;
+  }
+  // Without them the bounds are the longest lengths (at least 1, as max_seqlen must be).
+  if (!o->seqlen_given) o->seqlen_q = std::max<std::int64_t>(1, longest_q);
+  if (!seqlen_k_given) o->seqlen_k = std::max<std::int64_t>(1, longest_k);
+  return true;
 }
 
 }  // namespace
@@ -184,8 +231,10 @@ bool parse_options(int argc, const char* const* argv, Options* o, bool* help, st
     *error = "--page-size, --new, --splits: apply to --kvcache runs";
     return false;
   }
+  const bool seqlen_k_given = o->seqlen_k != 0;
   if (o->seqlen_k == 0) o->seqlen_k = o->seqlen_q;
   if (o->heads_kv == 0) o->heads_kv = o->heads_q;
+  if ((o->varlen_random || !o->lengths_q.empty()) && !finish_varlen(o, seqlen_k_given, error)) return false;
   const double q_elements = static_cast<double>(o->batch) * static_cast<double>(o->seqlen_q) *
                             static_cast<double>(o->heads_q) * static_cast<double>(o->head_dim);
   const double kv_elements = static_cast<double>(o->batch) * static_cast<double>(o->seqlen_k) *
@@ -214,7 +263,7 @@ std::string usage() {
       "usage: flashcore run [--batch 2] [--seqlen 1024] [--heads 12] [--head-dim 64] [--dtype fp16|bf16]\n"
       "                     [--seqlen-k N] [--heads-kv N] [--causal] [--backward] [--device auto|cpu|cuda]\n"
       "                     [--deterministic] [--kernels auto|sm80|sm90] [--impl " + impls + "]\n"
-      "                     [--window L,R] [--softcap X] [--alibi] [--dropout P]\n"
+      "                     [--window L,R] [--softcap X] [--alibi] [--dropout P] [--varlen LIST|random]\n"
       "                     [--kvcache [--page-size N] [--new N] [--splits N]]\n"
       "                     [--check] [--json]\n"
       "                     [--repeats N] [--warmup N] [--seed N] [--threads N]\n"
@@ -234,6 +283,11 @@ std::string usage() {
       "  --alibi     ALiBi with random (batch, heads) slopes in [0, 0.3), as flash_attn's tests\n"
       "  --dropout   dropout with probability P on the attention probabilities (training), the\n"
       "              Philox stream keyed by --seed, offset 0 (flashcore/attention.h, \"dropout\")\n"
+      "  --varlen    variable-length sequences packed as flash_attn_varlen_func's (total, heads, dim):\n"
+      "              a list of per-sequence lengths, N (queries = keys) or Q:K, e.g. 100,37:60,0 (the\n"
+      "              batch is their count; --seqlen / --seqlen-k, if given, are max_seqlen_q / _k), or\n"
+      "              random: --batch lengths in [1, --seqlen] and [1, --seqlen-k], drawn from --seed;\n"
+      "              --check compares each sequence with the reference run on it alone\n"
       "  --device    auto: CUDA when this build has it and a GPU is present, else the CPU\n"
       "  --kernels   CUDA: the GPU kernel family; auto (default) takes sm90 on an H100/H200 where it\n"
       "              serves the head dim, else sm80; sm80 or sm90 forces one (FLASHCORE_KERNELS too)\n"

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "flashcore/attention.h"
 #include "flashcore/tensor.h"
@@ -43,6 +44,13 @@ struct Options {
   std::int64_t kv_new = 1;     // --new N: tokens appended per sequence
   int num_splits = 0;          // --splits N: split-KV count; 0: the heuristic
   bool seqlen_given = false;   // --seqlen was passed (the kvcache default differs)
+  bool batch_given = false;    // --batch was passed (a --varlen list sets the batch itself)
+  // --varlen: packed variable-length sequences (host_data.h's Shape). A list fixes the lengths (and
+  // the batch); `random` draws --batch lengths in [1, --seqlen] and [1, --seqlen-k] from --seed.
+  // After parsing, lengths_q / lengths_k hold the lengths either way (empty: dense).
+  bool varlen_random = false;
+  std::vector<std::int64_t> lengths_q;
+  std::vector<std::int64_t> lengths_k;
 };
 
 // Timed runs by default: a few on the CPU (one default-shape pass takes a fraction of a second),

@@ -1,5 +1,6 @@
 // The text report and the --json object.
 #include "report.h"
+#include "varlen.h"
 
 #include <cmath>
 #include <cstdio>
@@ -68,8 +69,11 @@ std::string json_check(const CheckResult& check) {
 }  // namespace
 
 double standard_attention_bytes(const Shape& s, DType element) {
-  return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads_q) * static_cast<double>(s.seqlen_q) *
-         static_cast<double>(s.seqlen_k) * static_cast<double>(dtype_size(element));
+  double entries = 0.0;  // score-matrix entries of one head, over the batch's sequences
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    entries += static_cast<double>(s.length_q(b)) * static_cast<double>(s.length_k(b));
+  }
+  return 2.0 * static_cast<double>(s.heads_q) * entries * static_cast<double>(dtype_size(element));
 }
 
 void print_text(const Report& r) {
@@ -85,6 +89,7 @@ void print_text(const Report& r) {
               static_cast<long long>(s.batch), static_cast<long long>(s.seqlen_q), static_cast<long long>(s.seqlen_k),
               static_cast<long long>(s.heads_q), static_cast<long long>(s.heads_kv),
               static_cast<long long>(s.head_dim), dtype_name(r.element), s.causal ? ", causal" : "");
+  if (s.varlen()) std::printf("  varlen    %s (seqlens above: the max_seqlen bounds)\n", describe_lengths(s).c_str());
   if (s.has_score_options()) {
     std::printf("  options  ");
     if (s.has_window()) {
@@ -151,6 +156,15 @@ void print_json(const Report& r) {
   json += ", \"softcap\": " + json_number(s.softcap);
   json += ", \"alibi\": " + json_bool(s.alibi);
   json += ", \"dropout_p\": " + json_number(s.dropout_p);
+  json += ", \"varlen\": " + json_bool(s.varlen());
+  if (s.varlen()) {
+    std::string q, k;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      q += (b ? ", " : "") + std::to_string(s.length_q(b));
+      k += (b ? ", " : "") + std::to_string(s.length_k(b));
+    }
+    json += ", \"lengths_q\": [" + q + "], \"lengths_k\": [" + k + "]";
+  }
   json += ", \"backward\": " + json_bool(r.backward);
   json += ", \"deterministic\": " + json_bool(r.deterministic);
   json += ", \"repeats\": " + std::to_string(r.repeats);

@@ -49,6 +49,8 @@ Shape shape_of(const Options& o) {
   s.alibi = o.alibi;
   s.dropout_p = o.dropout_p;
   s.dropout_seed = o.seed;
+  s.lengths_q = o.lengths_q;
+  s.lengths_k = o.lengths_k;
   return s;
 }
 
@@ -146,8 +148,9 @@ int run_command(const Options& o) {
   const Shape shape = shape_of(o);
   if (is_ladder_rung(o.impl)) {
     if (o.deterministic) return usage_error("--deterministic: the teaching-ladder rungs have no deterministic mode");
-    if (shape.has_score_options()) {
-      return usage_error("--window, --softcap, --alibi, --dropout: the teaching-ladder rungs have none of these options");
+    if (shape.has_score_options() || shape.varlen()) {
+      return usage_error(
+          "--window, --softcap, --alibi, --dropout, --varlen: the teaching-ladder rungs have none of these options");
     }
     if (const std::string error = ladder_request_error(o.impl, shape, o.dtype, o.backward); !error.empty()) {
       return usage_error(error);
