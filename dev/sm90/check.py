@@ -121,6 +121,12 @@ def cases(quick):
             yield (1, 12500, 12500, 1, 1, 64, True, dtype, "bshd")  # > 64 m_blocks: one tile per CTA, offset 172
         if 128 in dims and not quick:
             yield (3, 1100, 900, 8, 2, 128, False, dtype, "bshd")  # short-keys tile, 2 tiles per CTA
+        # Non-causal clusters of 2 CTAs sharing K/V (d128/d256): an odd m_block count (the last
+        # cluster's second CTA past seqlen_q), GQA, several items per cluster; d128 past 4k keys.
+        if 256 in dims and not quick:
+            yield (2, 1100, 1300, 8, 2, 256, False, dtype, "bshd")
+        if 128 in dims and not quick:
+            yield (1, 1500, 5000, 4, 1, 128, False, dtype, "bhsd")
         if 72 in dims:
             yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
 
