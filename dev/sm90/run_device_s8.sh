@@ -1,9 +1,10 @@
 #!/bin/bash
-# Session 8's device call (s8-fwd): the library with clusters of 2 CTAs sharing K/V by TMA
-# multicast (non-causal d128/d256) and 3 K/V stages at d64, trimmed to the benchmarked cells (sm90
-# forward, d64/128/256, bf16/fp16), plus the ctypes harness with the v7b tiles as variants 15-19;
-# then the GPU test binary's sm90 forward tests, check.py, compute-sanitizer (memcheck, racecheck,
-# synccheck) on the clustered shapes, the A/B against v7b's tiles, and bench-hopper's grid
+# Session 8's device call (s8-fwd): the library with 3 K/V stages at d64 (v8), trimmed to the
+# benchmarked cells (sm90 forward, d64/128/256, bf16/fp16), plus the ctypes harness with variants
+# 15 (d64 as v7b) and 16-19 (non-causal d128/d256 in clusters of 2 CTAs sharing K/V by TMA
+# multicast); then the GPU test binary's sm90 forward tests, check.py on the library and on the
+# clustered variants, compute-sanitizer (memcheck, racecheck, synccheck) on the new kernel shapes,
+# the A/B (library vs variants vs cuDNN), and bench-hopper's grid
 # (flashcore, cuDNN, CUTLASS example 88). Logs in /tmp/s8out, packed into $OUT/s8out.tgz after
 # each step (a step cut by the time limit keeps the others).
 cd "$(dirname "$0")/../.."
@@ -62,11 +63,14 @@ cd dev/sm90
 stamp check
 CHECK_DIMS=64,128,256 CHECK_NAME=check_s8.json timeout 150 python3 check.py > $OUT/check_s8.txt 2>&1
 echo "check.py rc=$?"; grep "FAIL\|cases" $OUT/check_s8.txt | head -8
+CHECK_DIMS=128,256 CHECK_CAUSAL=0 CHECK_VARIANTS="bf16:128:16,bf16:256:17,fp16:128:18,fp16:256:19" CHECK_NAME=check_s8_cluster.json \
+  timeout 120 python3 check.py > $OUT/check_s8_cluster.txt 2>&1
+echo "check.py clustered variants rc=$?"; grep "FAIL\|cases" $OUT/check_s8_cluster.txt | head -8
 
 stamp sanitizer
 S=compute-sanitizer; [ -x /usr/local/cuda/bin/compute-sanitizer ] && S=/usr/local/cuda/bin/compute-sanitizer
 for tool in memcheck racecheck synccheck; do
-  SAN_SHAPES=0,11,12,13,14 timeout 60 $S --tool $tool --kernel-name kns=fwd_kernel --error-exitcode 7 python3 san.py \
+  SAN_SHAPES=9,10,11,12,14 SAN_VARIANTS=128:16,256:17 timeout 90 $S --tool $tool --kernel-name kns=fwd_kernel --error-exitcode 7 python3 san.py \
     > $OUT/san_${tool}_s8.txt 2>&1
   echo "sanitizer $tool rc=$?: $(tail -1 $OUT/san_${tool}_s8.txt)"
 done
@@ -75,7 +79,7 @@ stamp abbench
 L=libfc_sm90.so
 ROUNDS=1 ITERS=10 LATENCY=0 FC_LIB_A=$L FC_LIB_B=$L BENCH_NAME=abbench_s8.json \
   CELLS="bf16:256:0:1024,2048,4096,8192;fp16:256:0:2048,4096;bf16:128:0:2048,4096,8192;fp16:128:0:2048;bf16:64:1:2048,4096;bf16:64:0:2048,8192" \
-  EXTRA="v7b=$L@17@256:0;v7b16=$L@19@256:0;v7b128=$L@16@128:0;v7b128h=$L@18@128:0;v7b64=$L@15@64:0,64:1" \
+  EXTRA="cl256=$L@17@256:0;cl256h=$L@19@256:0;cl128=$L@16@128:0;cl128h=$L@18@128:0;v7b64=$L@15@64:0,64:1" \
   timeout 120 python3 abbench.py 2>&1 | tee $OUT/abbench_s8.txt | grep -v "^$"
 cd $root
 

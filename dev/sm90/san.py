@@ -20,6 +20,8 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal
 # SAN_SHAPES="12,13,14": only these shapes (indices into the list).
 only = {int(x) for x in os.environ.get("SAN_SHAPES", "").split(",") if x}
 shapes = [sh for i, sh in enumerate(shapes) if not only or i in only]
+# SAN_VARIANTS="128:16,256:17": non-causal shapes of that head dim run that dev variant.
+variants = {int(x.split(":")[0]): int(x.split(":")[1]) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x}
 skip = {int(x) for x in os.environ.get("SAN_SKIP_DIMS", "").split(",") if x}  # dims a partial build lacks
 for dtype in (torch.bfloat16,):
     for b, sq, sk, hq, hkv, d, causal in shapes:
@@ -29,6 +31,8 @@ for dtype in (torch.bfloat16,):
         k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dtype)
         v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dtype)
         lse = torch.empty(b, hq, sq, device="cuda", dtype=torch.float32)
+        if variants:
+            fc_sm90.VARIANT = -1 if causal else variants.get(d, -1)
         fc_sm90.forward(q, k, v, causal, lse=lse)
 torch.cuda.synchronize()
 print("san.py done")

@@ -4,8 +4,9 @@
 // Warpgroup 0 (producer) gives registers back (setmaxnreg.dec) and one elected lane of its
 // warp 0 issues every TMA; warpgroups 1.. (consumers) take them (setmaxnreg.inc) and run the
 // wgmma/softmax loop. Both roles are branches of one if/else, so ptxas honours setmaxnreg.
-// Traits::kClusterM > 1: the CTAs of a cluster share their K/V loads (fwd_mainloop.h) and
-// synchronise across the cluster once after barrier set-up and once before exiting.
+// Traits::kClusterM > 1: the CTAs of a cluster share their K/V loads (fwd_mainloop.h), synchronise
+// across the cluster once after barrier set-up, and the producer waits out the last releases
+// (load_tail) before its CTA may exit.
 #pragma once
 
 #include <cute/arch/cluster_sm90.hpp>
@@ -20,19 +21,6 @@
 #include "cuda/sm90/tile_scheduler.h"
 
 namespace flashcore::cuda::sm90 {
-
-// With a cluster, no CTA exits while another may still arrive on its empty barriers. Called at
-// the end of each role's branch, not after the two join: code after the join runs under the
-// producer's register budget too, and ptxas then spills (40-48 B in the clustered kernels).
-// The producer's warp 0 arrives here diverged (one lane issued the loads), hence the __syncwarp
-// before the warp-aligned cluster barrier.
-template <class Traits>
-__forceinline__ __device__ void cluster_sync_before_exit() {
-  if constexpr (Traits::kClusterM > 1) {
-    __syncwarp();
-    cute::cluster_sync();
-  }
-}
 
 template <class Traits, class Scheduler>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
@@ -77,8 +65,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), ++iteration) {
         Mainloop::load(params, shared, k_state, v_state, scheduler.decode(t), iteration);
       }
+      Mainloop::load_tail(shared, k_state, v_state);
     }
-    cluster_sync_before_exit<Traits>();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - 128;
@@ -93,7 +81,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Mainloop::mma(params, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
       Epilogue::store(params, tOrO, lse, tile, thread_idx);
     }
-    cluster_sync_before_exit<Traits>();
   }
 }
 

@@ -151,6 +151,16 @@ struct FwdMainloop {
     if (n_end > 0) load_v(0);
   }
 
+  // Producer, after the CTA's last tile. With a cluster, the other CTAs' consumers arrive on this
+  // CTA's empty barriers until their last stage is released; the CTA must not exit before that
+  // (a cluster-wide barrier at the kernel's end does the same, but makes ptxas spill 48 B).
+  __forceinline__ __device__ static void load_tail(SharedStorage& shared, State const& k_state, State const& v_state) {
+    if constexpr (Traits::kClusterM > 1) {
+      Pipeline{shared.pipeline_k}.producer_tail(k_state);
+      Pipeline{shared.pipeline_v}.producer_tail(v_state);
+    }
+  }
+
   // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.
   template <class FragO>
   __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, State& k_state,

@@ -25,9 +25,10 @@ struct FwdTileSize {
   // kept for A/B variants.
   int exp2_fma_every = 0;
   // Non-causal only: CTAs per cluster along M sharing each K/V tile by TMA multicast (1: none).
-  // A 128-row tile reads kBlockM^-1 bytes of K/V from L2 per FLOP, ≈ 5-6 TB/s across the H100's
+  // A 128-row tile reads 1/kBlockM bytes of K/V from L2 per FLOP, ≈ 5-6 TB/s across the H100's
   // 132 SMs at 700 TFLOP/s, near what its L2 delivers; a pair of CTAs reading each tile once
-  // halves that.
+  // halves that. No tile uses it yet: the clustered kernels spill 48 B (ptxas, the producer's
+  // tail or a cluster barrier before exit); the d128/d256 ones are dev A/B variants (v8).
   int cluster_m = 1;
 };
 
@@ -60,8 +61,7 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   Causal scheduling: zig-zag persistent up to 64 m_blocks (8k keys): +7-14 % at 512-8k; at
   //   16k one tile per CTA stays ahead (643-703 vs 635), its concurrent CTAs sharing one head's
   //   K/V in L2.
-  //   Non-causal: clusters of 2 CTAs sharing each K/V tile (cluster_m).
-  if (head_dim <= 128) return causal ? FwdTileSize{128, 128, 3, true, 64} : FwdTileSize{128, 176, 2, true, 0, 1, 0, 2};
+  if (head_dim <= 128) return causal ? FwdTileSize{128, 128, 3, true, 64} : FwdTileSize{128, 176, 2, true};
   // d <= 192: 128 x 96. 48 + 2 x (36 + 36) = 192 KB; 128 x 128 would need 240 KB. Not tuned;
   //   causal scheduling as d128/d256.
   if (head_dim <= 192) return {128, 96, 2, false, 64};
@@ -69,9 +69,7 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   is 128 registers a thread. Ping-pong, the O rescale under QK^T inside each turn: causal
   //   +1-9 % at 1k-8k keys, non-causal even (-1 ... +6 %) against one warpgroup at a time.
   //   Causal: zig-zag persistent up to 64 m_blocks, +4-10 % at 1k-8k, a little behind at 16k.
-  //   Non-causal: clusters of 2 CTAs sharing each K/V tile (FA3's choice for this tile): 80 KB of
-  //   K/V per 10.5 MFLOP key block is the highest L2 demand of the table.
-  return causal ? FwdTileSize{128, 80, 2, true, 64} : FwdTileSize{128, 80, 2, true, 0, 1, 0, 2};
+  return {128, 80, 2, true, 64};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -87,9 +85,9 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // Key ranges up to kShortKeysMax. d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x
 // (32 + 32) = 192 KB): no ragged last key block at 2k/4k (176 leaves 3 % of a tile's keys
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
-// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16). Clusters of 2 CTAs sharing K/V as the main tile.
+// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 2};
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
   return {0, 0, 0, false};
 }
 

@@ -65,6 +65,16 @@ struct TmaPipeline {
     return storage.full[state.index];
   }
 
+  // Producer, after its last acquire: wait until the consumers have released every stage, as the
+  // next kStages acquires would. With a cluster this is what keeps the CTA alive until the other
+  // CTAs' consumers have made their last (remote) arrivals on its empty barriers.
+  __forceinline__ __device__ void producer_tail(State state) {
+    for (int i = 0; i < kStages; ++i) {
+      Barrier::wait(&storage.empty[state.index], state.phase ^ 1);
+      state.advance();
+    }
+  }
+
   // Consumer: wait until the stage's bytes have landed.
   __forceinline__ __device__ void consumer_wait(State const& state) {
     TxBarrier::wait(&storage.full[state.index], state.phase);
