@@ -57,9 +57,13 @@ struct FwdTraits {
   static_assert(!kPingPong || kConsumerWGs >= 2, "ping-pong alternates consumer warpgroups");
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers.
-  static constexpr int kProducerRegs = kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? 24 : 32);
-  static constexpr int kConsumerRegs = kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? 240 : 160);
+  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers. A clustered producer
+  // (multicast copies, the tail that waits out the last releases) spills 48 B in 24 registers
+  // and none in 40, so its consumers get 232 (two warpgroups).
+  static constexpr int kProducerRegs =
+      kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
+  static constexpr int kConsumerRegs =
+      kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
 
   using TileShapeQK = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kHeadDim>>;  // (M, N, d)
   using TileShapePV = cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kBlockN>>;  // (M, d, N)
