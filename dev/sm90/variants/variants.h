@@ -37,7 +37,8 @@ flashcore::Status run_variant_s8_d256_fp16_cluster(const flashcore::cuda::FwdPar
 // them (every exponential on MUFU), 12 bf16 with 1 exponential in 4 on the FMA pipe, 13 bf16
 // 128 x 128 with two Q buffers and 14 bf16 192 x 128 with 3 K/V stages (13, 14: 1 in 8 on the
 // FMA pipe, as the library).
-// s8: 15 bf16 d64 with 2 K/V stages (v7b's tile; the library has 3); 16/17 bf16 d128/d256 and
+// s8: 15 bf16 d64 with 2 K/V stages (v7b's tile, A/B against v8's 3-stage build; the library's
+// tile again after v8); 16/17 bf16 d128/d256 and
 // 18/19 fp16 d128/d256 non-causal in clusters of 2 CTAs sharing K/V by TMA multicast (non-causal only).
 // Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
