@@ -152,8 +152,9 @@ struct FwdMainloop {
   }
 
   // Producer, after the CTA's last tile. With a cluster, the other CTAs' consumers arrive on this
-  // CTA's empty barriers until their last stage is released; the CTA must not exit before that
-  // (a cluster-wide barrier at the kernel's end does the same, but makes ptxas spill 48 B).
+  // CTA's empty barriers until their last stage is released; the CTA must not exit before that.
+  // (A cluster-wide barrier at the kernel's end would do too; either costs a 24-register producer
+  // 40-48 B of spills, hence setmaxnreg 40/232 for clustered kernels in fwd_traits.h.)
   __forceinline__ __device__ static void load_tail(SharedStorage& shared, State const& k_state, State const& v_state) {
     if constexpr (Traits::kClusterM > 1) {
       Pipeline{shared.pipeline_k}.producer_tail(k_state);
