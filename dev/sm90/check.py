@@ -56,6 +56,13 @@ def make(b, s, h, d, dtype, layout):
     raise ValueError(layout)
 
 
+# CHECK_VARIANTS="bf16:128:16,...": non-causal cases of that dtype and head dim run that dev
+# variant (kernel_dim 1000 + n); CHECK_CAUSAL=0/1: only non-causal / causal cases.
+VARIANTS = {(x.split(":")[0].replace("bf16", "bfloat16").replace("fp16", "float16"), int(x.split(":")[1])): int(x.split(":")[2])
+            for x in os.environ.get("CHECK_VARIANTS", "").split(",") if x}
+CAUSAL = {"0": (False,), "1": (True,)}.get(os.environ.get("CHECK_CAUSAL", ""), (False, True))
+
+
 def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd"):
     q = make(b, sq, hq, d, dtype, layout)
     k = make(b, sk, hkv, d, dtype, layout)
@@ -65,6 +72,8 @@ def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd"):
     out = out_full[:, :sq, :, :d]
     lse_full = torch.full((b, hq, sq + 5), float("nan"), device=DEV, dtype=torch.float32)
     lse = lse_full[:, :, :sq]
+    if VARIANTS:
+        fc_sm90.VARIANT = -1 if causal else VARIANTS.get((str(dtype).split(".")[-1], d), -1)
     fc_sm90.forward(q, k, v, causal, out=out, lse=lse)
     torch.cuda.synchronize()
     o_ref, lse_ref = reference(q, k, v, causal)
@@ -121,6 +130,12 @@ def cases(quick):
             yield (1, 12500, 12500, 1, 1, 64, True, dtype, "bshd")  # > 64 m_blocks: one tile per CTA, offset 172
         if 128 in dims and not quick:
             yield (3, 1100, 900, 8, 2, 128, False, dtype, "bshd")  # short-keys tile, 2 tiles per CTA
+        # Non-causal clusters of 2 CTAs sharing K/V (d128/d256): an odd m_block count (the last
+        # cluster's second CTA past seqlen_q), GQA, several items per cluster; d128 past 4k keys.
+        if 256 in dims and not quick:
+            yield (2, 1100, 1300, 8, 2, 256, False, dtype, "bshd")
+        if 128 in dims and not quick:
+            yield (1, 1500, 5000, 4, 1, 128, False, dtype, "bhsd")
         if 72 in dims:
             yield (2, 1000, 1000, 2, 2, 72, True, dtype, "packed")            # padded head dim in a view
 
@@ -131,6 +146,8 @@ def main():
     t0 = time.time()
     n_fail = 0
     for c in cases(quick):
+        if c[6] not in CAUSAL:
+            continue
         try:
             r = run_case(*c)
         except Exception as e:  # noqa: BLE001 - report and go on

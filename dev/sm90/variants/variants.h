@@ -22,6 +22,11 @@ flashcore::Status run_variant_v7_d64_fp16_v6b(const flashcore::cuda::FwdParams& 
 flashcore::Status run_variant_v7_d64_bf16_exp4(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_v7_d64_bf16_128(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_v7_d64_bf16_3st(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s8_d64_bf16_2st(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s8_d128_bf16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s8_d256_bf16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s8_d128_fp16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s8_d256_fp16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
@@ -31,7 +36,11 @@ flashcore::Status run_variant_v7_d64_bf16_3st(const flashcore::cuda::FwdParams& 
 // v7 (d64, causal and not, each launched as the main tile): 10 bf16 and 11 fp16 as v6b shipped
 // them (every exponential on MUFU), 12 bf16 with 1 exponential in 4 on the FMA pipe, 13 bf16
 // 128 x 128 with two Q buffers and 14 bf16 192 x 128 with 3 K/V stages (13, 14: 1 in 8 on the
-// FMA pipe, as the library). Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
+// FMA pipe, as the library).
+// s8: 15 bf16 d64 with 2 K/V stages (v7b's tile, A/B against v8's 3-stage build; the library's
+// tile again after v8); 16/17 bf16 d128/d256 and
+// 18/19 fp16 d128/d256 non-causal in clusters of 2 CTAs sharing K/V by TMA multicast (non-causal only).
+// Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
 #ifdef FC_SM90_VARIANTS_1
@@ -58,6 +67,13 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 12: return run_variant_v7_d64_bf16_exp4(p, s);
     case 13: return run_variant_v7_d64_bf16_128(p, s);
     case 14: return run_variant_v7_d64_bf16_3st(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_6
+    case 15: return run_variant_s8_d64_bf16_2st(p, s);
+    case 16: return run_variant_s8_d128_bf16_cluster(p, s);
+    case 17: return run_variant_s8_d256_bf16_cluster(p, s);
+    case 18: return run_variant_s8_d128_fp16_cluster(p, s);
+    case 19: return run_variant_s8_d256_fp16_cluster(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

@@ -4,6 +4,9 @@
 // Warpgroup 0 (producer) gives registers back (setmaxnreg.dec) and one elected lane of its
 // warp 0 issues every TMA; warpgroups 1.. (consumers) take them (setmaxnreg.inc) and run the
 // wgmma/softmax loop. Both roles are branches of one if/else, so ptxas honours setmaxnreg.
+// Traits::kClusterM > 1: the CTAs of a cluster share their K/V loads (fwd_mainloop.h), synchronise
+// across the cluster once after barrier set-up, and the producer waits out the last releases
+// (load_tail) before its CTA may exit.
 #pragma once
 
 #include <cute/arch/cluster_sm90.hpp>
@@ -46,7 +49,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Pipeline::init(shared.pipeline_v, Traits::kConsumerThreads / 32);
   }
   cutlass::arch::fence_barrier_init();
-  __syncthreads();
+  // With a cluster, the other CTAs multicast into this one's stages and arrive on its empty
+  // barriers: every barrier of the cluster is initialised before anyone starts.
+  if constexpr (Traits::kClusterM > 1) {
+    cute::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
@@ -56,6 +65,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), ++iteration) {
         Mainloop::load(params, shared, k_state, v_state, scheduler.decode(t), iteration);
       }
+      Mainloop::load_tail(shared, k_state, v_state);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();

@@ -53,10 +53,12 @@ FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
                            make_stride(_1{}, p.v_strides.row, p.v_strides.head, p.v_strides.batch));
   typename Traits::SmemLayoutK smem_k;
   typename Traits::SmemLayoutVt smem_vt;
+  using TmaLoadKV = typename Traits::TmaLoadKV;
+  constexpr auto cluster_m = Int<Traits::kClusterM>{};
   return {
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{}),
+      make_tma_copy(TmaLoadKV{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, cluster_m),
+      make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, cluster_m),
   };
 }
 
@@ -145,11 +147,38 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
   };
 }
 
-// Non-causal tiles all cost the same: persistent CTAs with a static stride. Causal tiles do
-// not: one tile per CTA by default, longest first (tile_scheduler.h).
+// How many clusters of kClusterM CTAs of `kernel` the device holds at once (the persistent grid
+// of a clustered kernel); the CTAs of a cluster must fit on one GPC, so this can be less than
+// #SMs / kClusterM.
+template <int kClusterM, class Kernel>
+int max_active_clusters(Kernel kernel, int threads, int smem_bytes, int sm_count) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(sm_count / kClusterM * kClusterM));
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = size_t(smem_bytes);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kClusterM;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters <= 0) {
+    (void)cudaGetLastError();  // clear it: a fallback, not a failure of this call
+    clusters = sm_count / kClusterM;
+  }
+  return clusters;
+}
+
+// Non-causal tiles all cost the same: persistent CTAs with a static stride (clusters of
+// neighbouring m_blocks where the tile asks for them). Causal tiles do not: one tile per CTA by
+// default, longest first (tile_scheduler.h).
 template <class Traits, bool kPersistent = !Traits::kIsCausal,
-          class Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>>
+          class Scheduler = std::conditional_t<(Traits::kClusterM > 1), FwdClusterScheduler<Traits::kClusterM>,
+                                               FwdTileScheduler<kPersistent, Traits::kIsCausal>>>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
+  constexpr int kClusterM = Traits::kClusterM;
   auto kernel = &fwd_kernel<Traits, Scheduler>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   // The smem opt-in is per device and kernel; set it once per device rather than on every call
@@ -159,19 +188,47 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   // the same instantiation (a second copy of flashcore in the process) shares the flag but not
   // the kernel; it then sets its own once more instead of launching without the opt-in.
   constexpr int kTrackedDevices = 64;  // devices past these set the attribute on every call
+  // A clustered kernel's persistent grid is sized by how many of its clusters fit at once, asked
+  // of the driver after the opt-in and kept with it.
   static std::atomic<const void*> smem_configured[kTrackedDevices] = {};
+  static std::atomic<int> cluster_capacity[kTrackedDevices] = {};
   const int device = p.device.ordinal;
+  const bool tracked = device >= 0 && device < kTrackedDevices;
   const void* const kernel_id = reinterpret_cast<const void*>(kernel);
-  if (device < 0 || device >= kTrackedDevices || smem_configured[device].load(std::memory_order_acquire) != kernel_id) {
+  int capacity = p.device.sm_count;
+  if (!tracked || smem_configured[device].load(std::memory_order_acquire) != kernel_id) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    if (device >= 0 && device < kTrackedDevices) smem_configured[device].store(kernel_id, std::memory_order_release);
+    if constexpr (kClusterM > 1) {
+      capacity = max_active_clusters<kClusterM>(kernel, Traits::kThreads, kSmemBytes, p.device.sm_count);
+      if (tracked) cluster_capacity[device].store(capacity, std::memory_order_relaxed);
+    }
+    if (tracked) smem_configured[device].store(kernel_id, std::memory_order_release);
+  } else if constexpr (kClusterM > 1) {
+    capacity = cluster_capacity[device].load(std::memory_order_relaxed);
   }
 
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
-  const int grid = Scheduler::grid_size(scheduler.num_tiles(), p.device.sm_count);
-  kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler);
-  return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
+  const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  if constexpr (kClusterM > 1) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(grid));
+    config.blockDim = dim3(unsigned(Traits::kThreads));
+    config.dynamicSmemBytes = size_t(kSmemBytes);
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kClusterM;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cuda_status(cudaLaunchKernelEx(&config, kernel, params, scheduler),
+                       "flashcore::forward: launching the sm90 forward kernel (cluster)");
+  } else {
+    kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler);
+    return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
+  }
 }
 
 template <typename Element, int kHeadDim, bool kIsCausal, FwdTileKind kKind = FwdTileKind::kMain>
@@ -180,7 +237,8 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).block_n, fwd_tile_size(kKind, kHeadDim, kIsCausal).stages,
               kIsCausal, fwd_tile_size(kKind, kHeadDim, kIsCausal).ping_pong,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).q_stages,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile.

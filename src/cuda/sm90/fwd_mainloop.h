@@ -28,7 +28,7 @@ struct FwdMainloop {
   using Element = typename Traits::Element;
   using Params = typename Traits::Params;
   using SharedStorage = typename Traits::SharedStorage;
-  using Pipeline = TmaPipeline<Traits::kStages>;
+  using Pipeline = TmaPipeline<Traits::kStages, Traits::kClusterM>;
   using State = typename Pipeline::State;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -96,9 +96,13 @@ struct FwdMainloop {
                                      group_modes<0, 2>(gQ));
     Tensor tQgQ = get<0>(tma_q_parts);  // (TMA)
     Tensor tQsQ = get<1>(tma_q_parts);  // (TMA)
-    auto tma_k_parts = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+    // K/V with a cluster: this CTA loads its 1/kClusterM share of each tile and multicasts it.
+    constexpr int kClusterM = Traits::kClusterM;
+    const int cta_rank = kClusterM == 1 ? 0 : int(cute::block_rank_in_cluster());
+    constexpr uint16_t kMulticastMask = uint16_t((1u << kClusterM) - 1);
+    auto tma_k_parts = tma_partition(params.tma_k, cta_rank, Layout<Int<kClusterM>>{}, group_modes<0, 2>(sK),
                                      group_modes<0, 2>(gK));
-    auto tma_v_parts = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sVt),
+    auto tma_v_parts = tma_partition(params.tma_v, cta_rank, Layout<Int<kClusterM>>{}, group_modes<0, 2>(sVt),
                                      group_modes<0, 2>(gVt));
     Tensor tKgK = get<0>(tma_k_parts);  // (TMA, n)
     Tensor tKsK = get<1>(tma_k_parts);  // (TMA, stage)
@@ -107,12 +111,20 @@ struct FwdMainloop {
 
     auto load_k = [&](int n) {
       uint64_t& full = pipeline_k.producer_acquire(k_state, Traits::kBytesKV);
-      copy(params.tma_k.with(full), tKgK(_, n), tKsK(_, k_state.index));
+      if constexpr (kClusterM == 1) {
+        copy(params.tma_k.with(full), tKgK(_, n), tKsK(_, k_state.index));
+      } else {
+        copy(params.tma_k.with(full, kMulticastMask), tKgK(_, n), tKsK(_, k_state.index));
+      }
       k_state.advance();
     };
     auto load_v = [&](int n) {
       uint64_t& full = pipeline_v.producer_acquire(v_state, Traits::kBytesKV);
-      copy(params.tma_v.with(full), tVgV(_, n), tVsV(_, v_state.index));
+      if constexpr (kClusterM == 1) {
+        copy(params.tma_v.with(full), tVgV(_, n), tVsV(_, v_state.index));
+      } else {
+        copy(params.tma_v.with(full, kMulticastMask), tVgV(_, n), tVsV(_, v_state.index));
+      }
       v_state.advance();
     };
 
@@ -137,6 +149,17 @@ struct FwdMainloop {
       load_v(n);
     }
     if (n_end > 0) load_v(0);
+  }
+
+  // Producer, after the CTA's last tile. With a cluster, the other CTAs' consumers arrive on this
+  // CTA's empty barriers until their last stage is released; the CTA must not exit before that.
+  // (A cluster-wide barrier at the kernel's end would do too; either costs a 24-register producer
+  // 40-48 B of spills, hence setmaxnreg 40/232 for clustered kernels in fwd_traits.h.)
+  __forceinline__ __device__ static void load_tail(SharedStorage& shared, State const& k_state, State const& v_state) {
+    if constexpr (Traits::kClusterM > 1) {
+      Pipeline{shared.pipeline_k}.producer_tail(k_state);
+      Pipeline{shared.pipeline_v}.producer_tail(v_state);
+    }
   }
 
   // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.

@@ -24,6 +24,13 @@ struct FwdTileSize {
   // (or 1 in 4) to the FMA pipe measured 7-9 % slower on the H100 (v7), so no tile uses it;
   // kept for A/B variants.
   int exp2_fma_every = 0;
+  // Non-causal only: CTAs per cluster along M sharing each K/V tile by TMA multicast (1: none).
+  // A 128-row tile reads 1/kBlockM bytes of K/V from L2 per FLOP, ≈ 5-6 TB/s across the H100's
+  // 132 SMs at 700 TFLOP/s, near what its L2 delivers; a pair of CTAs reading each tile once
+  // halves that. No tile uses it: measured -3 ... +5 % at d128/d256 against these tiles (v8,
+  // inside the noise), and the d256 clustered kernel spills 28 B (its consumers get 232
+  // registers there, the producer needing 40); dev A/B variants 16-19 keep it measurable.
+  int cluster_m = 1;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
@@ -42,6 +49,7 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   m_blocks (with one Q buffer it measured even with one tile per CTA; with two, and the grid
   //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
   //   pair their middle blocks across heads).
+  //   2 K/V stages: 3 (144 KB) measured even in a full grid and 0.4-5 % behind in an A/B (v8).
   if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.

@@ -10,6 +10,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_atom.hpp>
@@ -21,7 +22,7 @@
 namespace flashcore::cuda::sm90 {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0>
+          bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -41,6 +42,13 @@ struct FwdTraits {
   // d > 128: O is large (d/2 registers a thread); rescale it while QK^T runs on the tensor cores
   // instead of after the softmax, where nothing else overlaps it.
   static constexpr bool kRescaleOBeforeGemm = kHeadDim > 128;
+  // CTAs per cluster along M: the kClusterM CTAs of a cluster work on neighbouring m_blocks of one
+  // head, and each K/V tile is read from L2 once for all of them (each CTA loads 1/kClusterM of it
+  // and the TMA multicasts it into every CTA's shared memory). Non-causal only: the CTAs of a
+  // cluster must walk the same key blocks, tile after tile.
+  static constexpr int kClusterM = kClusterM_;
+  static_assert(kClusterM == 1 || kClusterM == 2);
+  static_assert(kClusterM == 1 || !kIsCausal, "clustered tiles need the same key range in every CTA");
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA),
   // warpgroups 1.. are consumers, each owning a 64-row slab of the query tile.
@@ -49,9 +57,13 @@ struct FwdTraits {
   static_assert(!kPingPong || kConsumerWGs >= 2, "ping-pong alternates consumer warpgroups");
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers.
-  static constexpr int kProducerRegs = kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? 24 : 32);
-  static constexpr int kConsumerRegs = kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? 240 : 160);
+  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers. A clustered producer
+  // (multicast copies, the tail that waits out the last releases) spills 48 B in 24 registers
+  // and none in 40, so its consumers get 232 (two warpgroups).
+  static constexpr int kProducerRegs =
+      kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
+  static constexpr int kConsumerRegs =
+      kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
 
   using TileShapeQK = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kHeadDim>>;  // (M, N, d)
   using TileShapePV = cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kBlockN>>;  // (M, d, N)
@@ -95,15 +107,20 @@ struct FwdTraits {
       cute::SM90_TMA_LOAD{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideQKV{}),
       SmemLayoutQ{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}, cute::_1{}));
+  // K and V: multicast over the cluster when kClusterM > 1 (the box is split kClusterM ways).
+  using TmaLoadKV = std::conditional_t<kClusterM == 1, cute::SM90_TMA_LOAD, cute::SM90_TMA_LOAD_MULTICAST>;
   using TmaK = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_LOAD{},
+      TmaLoadKV{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideQKV{}),
-      cute::take<0, 2>(SmemLayoutK{}), cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}, cute::_1{}));
+      cute::take<0, 2>(SmemLayoutK{}), cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{},
+      cute::Int<kClusterM>{}));
   using TmaV = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_LOAD{},
+      TmaLoadKV{},
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideVt{}),
-      cute::take<0, 2>(SmemLayoutVt{}), cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::_1{}));
-  // Bytes one TMA of each kind delivers (out-of-bounds elements are zero-filled and counted).
+      cute::take<0, 2>(SmemLayoutVt{}), cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
+      cute::Int<kClusterM>{}));
+  // Bytes each CTA receives per tile (out-of-bounds elements are zero-filled and counted); with a
+  // cluster, a K/V tile's bytes arrive from every CTA's share of the multicast.
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 

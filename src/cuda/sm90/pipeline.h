@@ -5,6 +5,10 @@
 // wgmma reading the stage has completed). CUTLASS's PipelineTmaAsync makes every consumer
 // thread arrive; one arrival per warp is enough because wgmma completion is warp-collective.
 //
+// With kClusterM > 1 every stage is filled by a multicast from each CTA of the cluster, so a
+// producer may refill a stage only once the consumers of every CTA are done with it: each
+// consumer warp arrives on the empty barrier of every CTA in the cluster (its own included).
+//
 // Phases follow the mbarrier parity convention: a consumer waits on full[i] with the parity of
 // its pass over the ring, the producer on empty[i] with the opposite parity (a fresh barrier
 // counts as having completed the phase before its first, so the first pass does not block).
@@ -36,7 +40,7 @@ struct TmaPipelineStorage {
   uint64_t empty[kStages];
 };
 
-template <int kStages>
+template <int kStages, int kClusterM = 1>
 struct TmaPipeline {
   using Barrier = cutlass::arch::ClusterBarrier;
   using TxBarrier = cutlass::arch::ClusterTransactionBarrier;
@@ -44,11 +48,12 @@ struct TmaPipeline {
 
   TmaPipelineStorage<kStages>& storage;
 
-  // One thread, before the CTA-wide sync that precedes any use.
+  // One thread, before the CTA-wide (cluster-wide) sync that precedes any use. consumer_warps:
+  // per CTA.
   __forceinline__ __device__ static void init(TmaPipelineStorage<kStages>& s, int consumer_warps) {
     for (int i = 0; i < kStages; ++i) {
       TxBarrier::init(&s.full[i], 1);
-      Barrier::init(&s.empty[i], consumer_warps);
+      Barrier::init(&s.empty[i], consumer_warps * kClusterM);
     }
   }
 
@@ -60,6 +65,16 @@ struct TmaPipeline {
     return storage.full[state.index];
   }
 
+  // Producer, after its last acquire: wait until the consumers have released every stage, as the
+  // next kStages acquires would. With a cluster this is what keeps the CTA alive until the other
+  // CTAs' consumers have made their last (remote) arrivals on its empty barriers.
+  __forceinline__ __device__ void producer_tail(State state) {
+    for (int i = 0; i < kStages; ++i) {
+      Barrier::wait(&storage.empty[state.index], state.phase ^ 1);
+      state.advance();
+    }
+  }
+
   // Consumer: wait until the stage's bytes have landed.
   __forceinline__ __device__ void consumer_wait(State const& state) {
     TxBarrier::wait(&storage.full[state.index], state.phase);
@@ -68,7 +83,12 @@ struct TmaPipeline {
   // Consumer: every thread calls it after the wgmma reading the stage has completed; lane 0 of
   // each warp arrives.
   __forceinline__ __device__ void consumer_release(State const& state) {
-    if (cutlass::canonical_lane_idx() == 0) Barrier::arrive(&storage.empty[state.index]);
+    if constexpr (kClusterM == 1) {
+      if (cutlass::canonical_lane_idx() == 0) Barrier::arrive(&storage.empty[state.index]);
+    } else {
+      const uint32_t lane0 = cutlass::canonical_lane_idx() == 0;
+      for (uint32_t cta = 0; cta < kClusterM; ++cta) Barrier::arrive(&storage.empty[state.index], cta, lane0);
+    }
   }
 };
 

@@ -16,6 +16,12 @@
 // every item costs about num_m + 1 key blocks (a half-cost item per head would land on the same
 // CTAs on every round whenever the items per head divide the grid: 11 m_blocks, 132 SMs).
 // A tile is encoded as item * 2 + (0: the first m_block of the item, 1: the second).
+//
+// FwdClusterScheduler (non-causal, clusters of kClusterM CTAs along M): a work item is a group of
+// kClusterM neighbouring m_blocks of one head, the cluster's CTA of rank r taking m_block
+// kClusterM * i + r, so the CTAs of a cluster share every K/V tile; persistent, static stride over
+// items. With num_m_blocks not a multiple of kClusterM the last group of a head has a CTA past
+// seqlen_q: it still loads and consumes its share (zero-filled Q), and its epilogue writes nothing.
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -91,6 +97,32 @@ struct FwdZigZagScheduler {
       head_batch = 2 * (item - num_pair_items()) + (tile & 1);
       m = num_m_blocks / 2;
     }
+    return {m, head_batch % heads, head_batch / heads};
+  }
+};
+
+template <int kClusterM>
+struct FwdClusterScheduler {
+  int num_m_blocks;
+  int heads;
+  int batch;
+
+  __host__ __device__ int m_groups() const { return (num_m_blocks + kClusterM - 1) / kClusterM; }
+  __host__ __device__ int num_tiles() const { return m_groups() * heads * batch; }  // work items
+
+  // max_clusters: how many clusters of this kernel the GPU holds at once.
+  __host__ static int grid_size(int num_items, int max_clusters) {
+    return (num_items < max_clusters ? num_items : max_clusters) * kClusterM;
+  }
+
+  // A 1-D cluster along x: blockIdx.x / kClusterM is the cluster, blockIdx.x % kClusterM the rank.
+  __device__ int first_tile() const { return int(blockIdx.x) / kClusterM; }
+  __device__ int next_tile(int item) const { return item + int(gridDim.x) / kClusterM; }
+  __device__ bool valid(int item) const { return item < num_tiles(); }
+
+  __device__ FwdTile decode(int item) const {
+    const int m = (item % m_groups()) * kClusterM + int(blockIdx.x) % kClusterM;
+    const int head_batch = item / m_groups();
     return {m, head_batch % heads, head_batch / heads};
   }
 };
