@@ -4,7 +4,7 @@ the ROCm switch, off)."""
 
 from flashcore import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                        flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
-                       flash_attn_varlen_qkvpacked_func)
+                       flash_attn_varlen_qkvpacked_func, flash_attn_with_kvcache)
 
 USE_TRITON_ROCM = False
 
@@ -13,6 +13,3 @@ def _get_block_size_n(device, head_dim, is_dropout, is_causal):
     """flashcore's S_dmask is rounded to 128 columns (flash_attn's largest block)."""
     return 128
 
-
-def flash_attn_with_kvcache(*args, **kwargs):
-    raise NotImplementedError("flashcore: flash_attn_with_kvcache (KV cache) is not implemented (its own issue)")
