@@ -195,11 +195,12 @@ def _backward_dense_call(buffer, views, options_address, q):
 class _DenseAttention(torch.autograd.Function):
     """_EagerAttention for run_forward_dense's calls: five saved tensors, three options."""
 
+    # options: (softmax_scale, causal, deterministic), one argument: apply() costs per argument.
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, deterministic):
-        out, lse = run_forward_dense(q, k, v, softmax_scale, causal)
+    def forward(ctx, q, k, v, options):
+        out, lse = run_forward_dense(q, k, v, options[0], options[1])
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (softmax_scale, causal, deterministic)
+        ctx.options = options
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -207,14 +208,14 @@ class _DenseAttention(torch.autograd.Function):
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         _refuse_double_backward(q, k, v)
-        return (*run_backward_dense(dout, q, k, v, out, lse, *ctx.options), None, None, None)
+        return (*run_backward_dense(dout, q, k, v, out, lse, *ctx.options), None)
 
 
 def attention_dense(q, k, v, softmax_scale, causal, deterministic):
     """attention() for inputs that pass _tensors.plain_dense_inputs and no option, called when
     eager() holds: (out, lse)."""
     if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _DenseAttention.apply(q, k, v, softmax_scale, causal, deterministic)
+        return _DenseAttention.apply(q, k, v, (softmax_scale, causal, deterministic))
     return run_forward_dense(q, k, v, softmax_scale, causal)
 
 
