@@ -45,9 +45,9 @@ def _launch_context(device):
     """(stream, num_threads, device guard or None) for a call on `device`: PyTorch's current stream,
     or for the CPU the thread count PyTorch was told to use (torch.set_num_threads)."""
     if device.type == "cuda":
-        stream = torch.cuda.current_stream(device).cuda_stream
-        needs_guard = device.index is not None and device.index != torch.cuda.current_device()
-        return stream, 0, torch.cuda.device(device) if needs_guard else None
+        current = _current_device()
+        index = current if device.index is None else device.index
+        return _raw_stream(index), 0, torch.cuda.device(index) if index != current else None
     return None, torch.get_num_threads(), None
 
 
