@@ -16,6 +16,9 @@
 #              FUZZ_FAMILIES (default "sm80 sm90"); FUZZ_COUNT_SM90 (default 13000: the sm90 family serves
 #              no backward above head dim 128, about a fifth of the draws, so 13000 leave >= 10000 run)
 #   python     the Python package's tests on CUDA tensors, against the library just built
+#   overhead   python/benchmarks/bench_overhead.py: the binding's host time per eager call (issue 14's
+#              B1 H8 S512 D64 fp16 and a tiny shape; forward and forward+backward; flashcore, the C ABI
+#              called directly, SDPA with each backend), p50/p90; JSON to $OUT/binding_overhead.json
 #   bench-hopper   scripts/bench.sh --hopper: issue 14's forward grid (both kernel families, cuDNN,
 #              FA2, CUTLASS example 88 from .carry/ex88, GQA rows, latency eager and graph replay);
 #              bench-hopper-bwd: the same grid's backward, as its own call
@@ -105,6 +108,11 @@ for step in "$@"; do
     python)
       PYTHONPATH="$root/python" python3 -m pytest -q -rs python/tests >"$out/python_tests.log" 2>&1 || status=1
       tail -15 "$out/python_tests.log"
+      ;;
+    overhead)
+      PYTHONPATH="$root/python" python3 python/benchmarks/bench_overhead.py --json "$out/binding_overhead.json" \
+        2>&1 | tee "$out/binding_overhead.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
       ;;
     bench-hopper) bash scripts/bench.sh --hopper --cli "$cli" --out-dir "$out" --flat || status=1 ;;
     bench-hopper-bwd)

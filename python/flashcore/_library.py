@@ -8,6 +8,7 @@ bound once here; a call then costs one ctypes transition.
 import ctypes
 import os
 import pathlib
+import struct
 
 MAX_RANK = 4
 ABI_VERSION = 4  # FLASHCORE_C_ABI_VERSION this binding was written for
@@ -73,6 +74,23 @@ class COptions(ctypes.Structure):
 
 
 _OPTIONS_SIZE = ctypes.sizeof(COptions)
+
+# COptions as a struct-module format (native alignment, as the C compiler lays the struct out;
+# "0Q" pads the end to 8 bytes), so a call can pack its options together with its tensor
+# descriptors in one struct.pack (_tensors.pack_forward_dense) instead of building a COptions field by field.
+_STRUCT_CODES = {ctypes.c_size_t: "Q", ctypes.c_int32: "i", ctypes.c_float: "f", ctypes.c_void_p: "Q",
+                 ctypes.c_int64: "q", ctypes.c_uint64: "Q", ctypes.c_uint32: "I"}
+OPTIONS_FORMAT = "".join(_STRUCT_CODES[ctype] for _, ctype in COptions._fields_) + "0Q"
+assert struct.calcsize("@" + OPTIONS_FORMAT) == _OPTIONS_SIZE
+OPTIONS_WORKSPACE_OFFSET = COptions.workspace.offset  # workspace, then workspace_bytes
+assert COptions.workspace_bytes.offset == OPTIONS_WORKSPACE_OFFSET + 8
+
+
+def option_values(softmax_scale, causal=False, deterministic=False, num_threads=0, stream=None):
+    """COptions' fields in order, as OPTIONS_FORMAT packs them, for a call with no score option,
+    dropout or packed sequences (the common case; options() builds any other)."""
+    return (_OPTIONS_SIZE, 1, softmax_scale, causal, deterministic, BACKEND_AUTO, KERNELS_AUTO, num_threads,
+            stream or 0, 0, 0, -1, -1, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0)
 
 
 def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
@@ -149,17 +167,20 @@ _lib.flashcore_last_error.argtypes = []
 _lib.flashcore_last_error.restype = ctypes.c_char_p
 
 _O = ctypes.POINTER(COptions)
+# forward, backward and backward_workspace_size take the options as an address too: a packed
+# buffer's (_tensors.pack_forward_dense) or ctypes.byref(COptions).
+_OA = ctypes.c_void_p
 
 forward = _lib.flashcore_forward
-forward.argtypes = [_T] * 5 + [_O]
+forward.argtypes = [_T] * 5 + [_OA]
 forward.restype = ctypes.c_int
 
 backward_workspace_size = _lib.flashcore_backward_workspace_size
-backward_workspace_size.argtypes = [_T] * 9 + [_O, ctypes.POINTER(ctypes.c_size_t)]
+backward_workspace_size.argtypes = [_T] * 9 + [_OA, ctypes.POINTER(ctypes.c_size_t)]
 backward_workspace_size.restype = ctypes.c_int
 
 backward = _lib.flashcore_backward
-backward.argtypes = [_T] * 9 + [_O]
+backward.argtypes = [_T] * 9 + [_OA]
 backward.restype = ctypes.c_int
 
 selected_kernels = _lib.flashcore_selected_kernels

@@ -20,19 +20,34 @@ from typing import Optional
 import torch
 
 from flashcore import _library as lib
-from flashcore._tensors import pack
+from flashcore._tensors import pack, pack_backward_dense, pack_forward_dense, set_workspace
 
 _CONTIGUOUS = torch.contiguous_format
 _FLOAT32 = torch.float32
+# torch's own getters of the raw current stream and the current device: torch.cuda.current_stream()
+# builds a Stream object and torch.cuda.current_device() initialises CUDA lazily first, which costs
+# microseconds a call (docs/tuning/binding_overhead.md). A CUDA tensor in hand means CUDA is
+# initialised. A torch without them (never seen) gets the public calls.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+if _raw_stream is None or _current_device is None:
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+    def _current_device():
+        return torch.cuda.current_device()
+_grad_enabled = torch.is_grad_enabled
+_dispatch_stack_depth = torch._C._len_torch_dispatch_stack
+_is_compiling = torch.compiler.is_compiling
 
 
 def _launch_context(device):
     """(stream, num_threads, device guard or None) for a call on `device`: PyTorch's current stream,
     or for the CPU the thread count PyTorch was told to use (torch.set_num_threads)."""
     if device.type == "cuda":
-        stream = torch.cuda.current_stream(device).cuda_stream
-        needs_guard = device.index is not None and device.index != torch.cuda.current_device()
-        return stream, 0, torch.cuda.device(device) if needs_guard else None
+        current = _current_device()
+        index = current if device.index is None else device.index
+        return _raw_stream(index), 0, torch.cuda.device(index) if index != current else None
     return None, torch.get_num_threads(), None
 
 
@@ -107,6 +122,101 @@ def run_merge(out_a, lse_a, out_b, lse_b, out, lse):
             status = lib.merge_partials(*views, options)
     if status:
         lib.check(status)
+
+
+# --- the dense route: flash_attn_func with its default options ------------------------------------
+
+def eager():
+    """Whether a call may skip the custom ops: not being compiled, no dispatch mode active."""
+    return not _is_compiling() and _dispatch_stack_depth() == 0
+
+
+def _dense_launch(q, softmax_scale, causal, deterministic):
+    """(option values, device to make current or None) for a dense call without options on q's
+    device: PyTorch's current stream there, or the CPU thread count PyTorch was told to use."""
+    if q.is_cuda:
+        device = q.get_device()
+        return (lib.option_values(softmax_scale, causal, deterministic, stream=_raw_stream(device)),
+                None if device == _current_device() else device)
+    return lib.option_values(softmax_scale, causal, deterministic, num_threads=torch.get_num_threads()), None
+
+
+def run_forward_dense(q, k, v, softmax_scale, causal):
+    """run_forward for inputs that pass _tensors.plain_dense_inputs and no score option, dropout or
+    packed sequences: the same call with less Python around it (one packed argument buffer, the raw
+    stream getter)."""
+    out = torch.empty_like(q, memory_format=_CONTIGUOUS)
+    batch, seqlen_q, nheads, _ = q.shape
+    lse = q.new_empty((batch, nheads, seqlen_q), dtype=_FLOAT32)
+    options, guard_device = _dense_launch(q, softmax_scale, causal, False)
+    buffer, views, options_address = pack_forward_dense(q, k, v, out, lse, options)
+    if guard_device is None:
+        status = lib.forward(*views, options_address)
+    else:
+        with torch.cuda.device(guard_device):
+            status = lib.forward(*views, options_address)
+    if status:
+        lib.check(status)
+    return out, lse
+
+
+def run_backward_dense(dout, q, k, v, out, lse, softmax_scale, causal, deterministic):
+    """run_backward for run_forward_dense's calls."""
+    if dout.stride(-1) != 1:  # a broadcast gradient (see run_backward)
+        dout = dout.contiguous()
+    dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
+    dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
+    dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
+    options, guard_device = _dense_launch(q, softmax_scale, causal, deterministic)
+    buffer, views, options_address = pack_backward_dense(q, k, v, out, dout, lse, dq, dk, dv, options)
+    if guard_device is None:
+        _backward_dense_call(buffer, views, options_address, q)
+    else:
+        with torch.cuda.device(guard_device):
+            _backward_dense_call(buffer, views, options_address, q)
+    return dq, dk, dv
+
+
+def _backward_dense_call(buffer, views, options_address, q):
+    if q.is_cuda:
+        needed = ctypes.c_size_t(0)
+        status = lib.backward_workspace_size(*views, options_address, ctypes.byref(needed))
+        if status:
+            lib.check(status)
+        if needed.value:
+            # Freed on return while the kernel may still run: safe (see _backward_call).
+            scratch = torch.empty(needed.value, dtype=torch.uint8, device=q.device)
+            set_workspace(buffer, len(views), scratch.data_ptr(), needed.value)
+    status = lib.backward(*views, options_address)
+    if status:
+        lib.check(status)
+
+
+class _DenseAttention(torch.autograd.Function):
+    """_EagerAttention for run_forward_dense's calls: five saved tensors, three options."""
+
+    # options: (softmax_scale, causal, deterministic), one argument: apply() costs per argument.
+    @staticmethod
+    def forward(ctx, q, k, v, options):
+        out, lse = run_forward_dense(q, k, v, options[0], options[1])
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = options
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        _refuse_double_backward(q, k, v)
+        return (*run_backward_dense(dout, q, k, v, out, lse, *ctx.options), None)
+
+
+def attention_dense(q, k, v, softmax_scale, causal, deterministic):
+    """attention() for inputs that pass _tensors.plain_dense_inputs and no option, called when
+    eager() holds: (out, lse)."""
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _DenseAttention.apply(q, k, v, (softmax_scale, causal, deterministic))
+    return run_forward_dense(q, k, v, softmax_scale, causal)
 
 
 def _backward_call(views, options, device):

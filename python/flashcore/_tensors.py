@@ -34,6 +34,11 @@ _NULL_DESCRIPTOR = (0, 0, 0, 0) + (0,) * (2 * lib.MAX_RANK)
 _formats = {}  # descriptor count -> struct.Struct
 
 
+_WORKSPACE = struct.Struct("@QQ")  # flashcore_options.workspace and .workspace_bytes
+_TENSOR = torch.Tensor
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
 Q_LAYOUT = "(batch, seqlen_q, nheads, headdim)"
 KV_LAYOUT = "(batch, seqlen_k, nheads_k, headdim)"
 Q_LAYOUT_VARLEN = "(total_q, nheads, headdim)"
@@ -64,6 +69,63 @@ def pack(*tensors):
     buffer.tensors = tensors
     base = ctypes.addressof(buffer)
     return buffer, [None if t is None else base + i * _DESCRIPTOR_SIZE for i, t in enumerate(tensors)]
+
+
+# A dense call's arguments in one buffer: its tensors' descriptors (rank 4, except the rank-3 LSE),
+# then its flashcore_options (lib.OPTIONS_FORMAT), from one struct.pack without pack()'s per-tensor
+# loop or a COptions built field by field.
+_FORWARD_DENSE = struct.Struct("@" + _DESCRIPTOR_FORMAT * 5 + lib.OPTIONS_FORMAT)
+_BACKWARD_DENSE = struct.Struct("@" + _DESCRIPTOR_FORMAT * 9 + lib.OPTIONS_FORMAT)
+
+
+def _rank4(t, device):
+    return (t.data_ptr(), _DTYPE_CODES[t.dtype], device, 4, *t.shape, *t.stride())
+
+
+def pack_forward_dense(q, k, v, out, lse, options):
+    """(buffer, the five descriptors' addresses, the options' address); `options` are COptions'
+    fields in order (lib.option_values). The buffer must outlive the C call."""
+    device = _CUDA_CODES[q.is_cuda]
+    buffer = ctypes.create_string_buffer(_FORWARD_DENSE.pack(
+        *_rank4(q, device), *_rank4(k, device), *_rank4(v, device), *_rank4(out, device),
+        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0, *options), _FORWARD_DENSE.size)
+    base = ctypes.addressof(buffer)
+    return buffer, (base, base + _DESCRIPTOR_SIZE, base + 2 * _DESCRIPTOR_SIZE, base + 3 * _DESCRIPTOR_SIZE,
+                    base + 4 * _DESCRIPTOR_SIZE), base + 5 * _DESCRIPTOR_SIZE
+
+
+def pack_backward_dense(q, k, v, out, dout, lse, dq, dk, dv, options):
+    """pack_forward_dense for a backward's nine tensors."""
+    device = _CUDA_CODES[q.is_cuda]
+    buffer = ctypes.create_string_buffer(_BACKWARD_DENSE.pack(
+        *_rank4(q, device), *_rank4(k, device), *_rank4(v, device), *_rank4(out, device), *_rank4(dout, device),
+        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0,
+        *_rank4(dq, device), *_rank4(dk, device), *_rank4(dv, device), *options), _BACKWARD_DENSE.size)
+    base = ctypes.addressof(buffer)
+    return buffer, tuple(base + i * _DESCRIPTOR_SIZE for i in range(9)), base + 9 * _DESCRIPTOR_SIZE
+
+
+def set_workspace(buffer, count, address, nbytes):
+    """Sets workspace and workspace_bytes of the options in a pack_*_dense buffer of `count` tensors."""
+    _WORKSPACE.pack_into(buffer, count * _DESCRIPTOR_SIZE + lib.OPTIONS_WORKSPACE_OFFSET, address, nbytes)
+
+
+def plain_dense_inputs(q, k, v):
+    """Whether q, k, v pass check_attention_inputs(q, k, v) for certain and need nothing else from
+    the Python side: plain rank-4 tensors of one dtype on the CPU or one CUDA device, none empty,
+    headdim contiguous. Each test is a cheap attribute read; any other input (including every bad
+    one) takes the full checks, which name what is wrong."""
+    if not (type(q) is _TENSOR and type(k) is _TENSOR and type(v) is _TENSOR):
+        return False
+    dtype = q.dtype
+    if not (k.dtype is dtype and v.dtype is dtype and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
+            and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1
+            and q.numel() and k.numel() and v.numel()):
+        return False
+    if q.is_cuda:
+        return (dtype in _HALF_DTYPES and k.is_cuda and v.is_cuda
+                and q.get_device() == k.get_device() == v.get_device())
+    return q.is_cpu and k.is_cpu and v.is_cpu and dtype in _INPUT_DTYPES
 
 
 def check_tensor(name, t, rank, layout):

@@ -28,8 +28,10 @@ import numbers
 import torch
 
 from flashcore import _dropout
-from flashcore._ops import attention
-from flashcore._tensors import check_attention_inputs, check_cu_seqlens, check_tensor
+from flashcore._ops import attention, attention_dense, eager
+from flashcore._tensors import check_attention_inputs, check_cu_seqlens, check_tensor, plain_dense_inputs
+
+_NO_WINDOW = (-1, -1)
 
 
 def _check_window_size(window_size):
@@ -196,7 +198,21 @@ def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softc
     return out, lse, s_dmask
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+def _defaults_only(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                   return_attn_probs):
+    """Whether flash_attn_func's options are its defaults, up to softmax_scale (None or a finite
+    float) and causal / deterministic (bools): what the dense route serves. Exact types only, so
+    anything the full checks would convert or reject takes them."""
+    return ((window_size is _NO_WINDOW or (type(window_size) is tuple and window_size == _NO_WINDOW
+                                           and type(window_size[0]) is int and type(window_size[1]) is int))
+            and alibi_slopes is None and return_attn_probs is False
+            and (causal is False or causal is True) and (deterministic is False or deterministic is True)
+            and (type(dropout_p) is float or type(dropout_p) is int) and dropout_p == 0
+            and (type(softcap) is float or type(softcap) is int) and softcap == 0
+            and (softmax_scale is None or (type(softmax_scale) is float and math.isfinite(softmax_scale))))
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=_NO_WINDOW, softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """Exact attention, differentiable with respect to q, k and v.
 
@@ -213,6 +229,14 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Returns out: (batch, seqlen_q, nheads, headdim); with return_attn_probs (out, softmax_lse, S_dmask),
     softmax_lse (batch, nheads, seqlen_q) float32, S_dmask None without dropout (module docstring).
     """
+    # The common call (plain tensors, default options) skips the general checks and routing, whose
+    # Python costs more than the library call (docs/tuning/binding_overhead.md); everything else,
+    # bad input included, takes them.
+    if eager() and plain_dense_inputs(q, k, v) and _defaults_only(dropout_p, softmax_scale, causal, window_size,
+                                                                  softcap, alibi_slopes, deterministic,
+                                                                  return_attn_probs):
+        scale = q.shape[3] ** -0.5 if softmax_scale is None else softmax_scale
+        return attention_dense(q, k, v, scale, causal, deterministic)[0]
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, dropout_p=dropout_p)
 
