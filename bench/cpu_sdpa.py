@@ -49,13 +49,32 @@ def cpu_model():
         return platform.processor(), {}
 
 
+_runtime = None  # PyTorch's OpenMP runtime's path, found once ("" when there is none)
+
+
+def bind_threads(impl):
+    """flashcore runs on PyTorch's OpenMP threads (the binding's default where it can) except for
+    impl flashcore_pool, which runs on flashcore's own pool (flashcore._threads)."""
+    from flashcore import _library as lib, _threads
+    if lib.cpu_use_openmp is None:
+        return
+    global _runtime
+    if _runtime is None:
+        _runtime = _threads.torch_openmp_runtime() or ""
+    runtime = _runtime if impl == "flashcore" else None
+    if impl == "flashcore" and runtime is None:
+        return
+    lib.check(lib.cpu_use_openmp(runtime.encode() if runtime else None))
+
+
 def make_calls(impl, pass_, dtype, b, h, s, d, causal):
     gen = torch.Generator().manual_seed(0)
-    shape = (b, s, h, d) if impl == "flashcore" else (b, h, s, d)
+    shape = (b, s, h, d) if impl.startswith("flashcore") else (b, h, s, d)
     q, k, v = (torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype) for _ in range(3))
     grad = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
-    if impl == "flashcore":
+    if impl.startswith("flashcore"):
         def fwd(q, k, v):
+            bind_threads(impl)
             return flashcore.flash_attn_func(q, k, v, causal=causal)
     else:
         def fwd(q, k, v):
@@ -133,6 +152,10 @@ def main():
                          "machine: timings mean little while others compile), at most --quiet-wait seconds; only "
                          "at the start, since the run's own threads then count in the load average")
     ap.add_argument("--quiet-wait", type=float, default=600.0)
+    ap.add_argument("--with-pool", action="store_true",
+                    help="also time impl flashcore_pool (flashcore's own thread pool instead of PyTorch's OpenMP "
+                         "threads), each followed by a second SDPA call (sdpa_cpu_again), so every flashcore call "
+                         "follows a torch op as a user's would")
     args = ap.parse_args()
 
     wait_for_quiet(args)
@@ -162,6 +185,8 @@ def main():
                                        cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     except OSError:
         pass
+    impls = ["flashcore", "sdpa_cpu"] + (["flashcore_pool", "sdpa_cpu_again"] if args.with_pool else [])
+    ctx["flashcore_threads"] = {"flashcore": flashcore.cpu_threads, "flashcore_pool": "pool"}
     rows = []
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
@@ -172,14 +197,14 @@ def main():
                         for pass_ in args.passes.split(","):
                             load0 = os.getloadavg()[0]
                             calls = {impl: make_calls(impl, pass_, DTYPES[dt], args.batch, args.heads, s, d, causal)
-                                     for impl in ("flashcore", "sdpa_cpu")}
+                                     for impl in impls}
                             times, cpu_times = time_pair(calls, args.reps, args.warmup)
                             load1 = os.getloadavg()[0]
                             ms = {k: statistics.median(v) for k, v in times.items()}
                             cpu_ms = {k: statistics.median(v) for k, v in cpu_times.items()}
                             for impl in calls:
                                 rows.append({
-                                    "suite": "cpu_sdpa", "impl": impl, "kernels": "cpu" if impl == "flashcore" else None,
+                                    "suite": "cpu_sdpa", "impl": impl, "kernels": "cpu" if impl.startswith("flashcore") else None,
                                     "pass": pass_, "dtype": dt, "head_dim": d, "causal": causal, "batch": args.batch,
                                     "heads": args.heads, "heads_kv": args.heads, "seqlen_q": s, "seqlen_k": s,
                                     "ms": ms[impl], "tflops": flops(args.batch, args.heads, s, d, causal, pass_)
@@ -192,7 +217,9 @@ def main():
                             print(f"t={threads} {dt} d{d} s{s} causal={int(causal)} {pass_:7s} "
                                   f"flashcore {ms['flashcore']:8.2f} ms  sdpa {ms['sdpa_cpu']:8.2f} ms  "
                                   f"speed-up {ratio:5.2f}x  (CPU time {cpu_ms['sdpa_cpu'] / cpu_ms['flashcore']:5.2f}x)  "
-                                  f"load {load0:.2f}->{load1:.2f}", flush=True)
+                                  + (f"pool {ms['flashcore_pool']:8.2f} ms ({ms['sdpa_cpu_again'] / ms['flashcore_pool']:5.2f}x)  "
+                                     if args.with_pool else "")
+                                  + f"load {load0:.2f}->{load1:.2f}", flush=True)
                             save(args, ctx, rows, complete=False)
     save(args, ctx, rows, complete=True)
 

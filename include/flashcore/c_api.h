@@ -118,6 +118,14 @@ FLASHCORE_C_EXPORT const char* flashcore_cuda_version(void);
  * into the library. */
 FLASHCORE_C_EXPORT const char* flashcore_last_error(void);
 
+/* Runs the CPU backends' threaded work on the OpenMP runtime `runtime_library` (a path or soname),
+ * which must already be loaded in this process, instead of flashcore's own thread pool; NULL or ""
+ * goes back to the pool (flashcore/cpu_threads.h says why: PyTorch's OpenMP threads spin after
+ * each op and would take the pool's cores). Returns FLASHCORE_STATUS_INVALID_ARGUMENT, the choice
+ * unchanged, when the library is not loaded or is not an OpenMP runtime. Added without an ABI
+ * version bump: a binding looks the symbol up before calling it. */
+FLASHCORE_C_EXPORT int flashcore_cpu_use_openmp(const char* runtime_library);
+
 /* The options of a call, in one struct whose first field is its size: a caller compiled against an
  * older header passes a smaller struct_size, and the library reads only that many bytes, giving
  * every later field its default. New options are appended; fields are never reordered or removed.

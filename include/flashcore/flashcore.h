@@ -5,6 +5,7 @@
 #include "flashcore/merge.h"
 #include "flashcore/kvcache.h"
 #include "flashcore/build_info.h"
+#include "flashcore/cpu_threads.h"
 #include "flashcore/half.h"
 #include "flashcore/reference.h"
 #include "flashcore/tensor.h"

@@ -9,7 +9,7 @@ flashcore.distributed holds context parallelism (ring attention over torch.distr
 flashcore.merge_partials merges attention computed over separate blocks of keys.
 """
 
-from flashcore import _library
+from flashcore import _library, _threads
 from flashcore.flash_attn_interface import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                                             flash_attn_varlen_func, flash_attn_varlen_kvpacked_func,
                                             flash_attn_varlen_qkvpacked_func)
@@ -23,6 +23,9 @@ build_info = _library.build_info
 # backend then runs CPU tensors and CUDA tensors raise NotImplementedError). `python -m flashcore`
 # prints the whole build_info().
 kernel_families = _library.kernel_families()
+# Where CPU calls run: 'torch' (PyTorch's OpenMP threads) or 'pool' (flashcore's own; set
+# FLASHCORE_CPU_THREADS=pool before import to choose it). flashcore._threads says why.
+cpu_threads = _threads.CPU_THREADS
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",

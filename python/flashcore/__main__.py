@@ -1,6 +1,6 @@
 """`python -m flashcore`: what the installed package holds (version, GPU kernel families, CUDA)."""
 
-from flashcore import _library
+from flashcore import _library, _threads
 
 
 def main():
@@ -12,6 +12,9 @@ def main():
         print(f"  GPU code         {info['cuda_architectures']}")
         print(f"  CUDA             {info['cuda_version']}")
     print(f"  library          {info['library']}")
+    where = ("PyTorch's OpenMP threads (" + str(_threads.torch_openmp_runtime()) + ")"
+             if _threads.CPU_THREADS == "torch" else "flashcore's own pool")
+    print(f"  CPU threads      {where}")
 
 
 if __name__ == "__main__":

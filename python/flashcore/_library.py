@@ -200,6 +200,14 @@ if forward_kvcache is not None:
     forward_kvcache.restype = ctypes.c_int
 
 
+# flashcore_cpu_use_openmp: absent from libraries built before it (None then: the CPU backend keeps
+# its own thread pool; _threads.py).
+cpu_use_openmp = getattr(_lib, "flashcore_cpu_use_openmp", None)
+if cpu_use_openmp is not None:
+    cpu_use_openmp.argtypes = [ctypes.c_char_p]
+    cpu_use_openmp.restype = ctypes.c_int
+
+
 def version():
     return _lib.flashcore_version().decode()
 

@@ -217,6 +217,10 @@ const char* flashcore_cuda_version(void) { return flashcore::build_info().cuda_v
 
 const char* flashcore_last_error(void) { return last_error.c_str(); }
 
+int flashcore_cpu_use_openmp(const char* runtime_library) {
+  return guarded("flashcore_cpu_use_openmp", [&] { return flashcore::use_openmp_threads(runtime_library); });
+}
+
 void flashcore_options_init(flashcore_options* options) {
   if (options == nullptr) return;
   std::memset(options, 0, sizeof(*options));

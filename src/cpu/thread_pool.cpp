@@ -1,6 +1,8 @@
 // A fork-join pool: one job at a time, workers sleep on a condition variable between jobs.
 #include "cpu/thread_pool.h"
 
+#include "cpu/openmp_runtime.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +101,7 @@ int run_on_pool(int workers, void (*fn)(void* context, int worker), void* contex
     fn(context, 0);
     return 1;
   }
+  if (const int team = run_on_openmp(workers, fn, context); team > 0) return team;
   return pool().run(workers, fn, context);
 }
 
