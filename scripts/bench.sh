@@ -6,7 +6,7 @@
 #                                    split it with --passes (cells past --budget-s are recorded as not run)
 #   bash scripts/bench.sh --hopper   issue 14's run: flashcore auto/sm80/sm90, cuDNN, FA2, CUTLASS ex88;
 #                                    forward, bf16+fp16, d64/128/256, 512..16k, causal and not, GQA 4:1/8:1
-#   bash scripts/bench.sh --profile  Nsight Compute profile of flashcore's kernels (bench/profile.py)
+#   bash scripts/bench.sh --profile  Nsight Compute profile of flashcore's kernels (bench/ncu_profile.py)
 #   --build-ex88 (first argument): build CUTLASS example 88 first if it is missing
 #                                    (scripts/build_cutlass_ex88.sh; needs nvcc and the wheel's sources)
 # It checks the set-up (GPU, PyTorch with CUDA, matplotlib, the flashcore package, the CLI), then runs
@@ -26,7 +26,7 @@ if [ "${1:-}" = "--build-ex88" ]; then
 fi
 if [ "${1:-}" = "--profile" ]; then
   shift
-  exec "$py" bench/profile.py "$@"
+  exec "$py" bench/ncu_profile.py "$@"
 fi
 rc=0
 "$py" -m flashbench.setup_check "$@" || rc=$?

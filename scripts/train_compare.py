@@ -13,7 +13,6 @@ import time
 
 import torch
 
-# (Not in bench/: its profile.py would shadow the standard library's, which torch's optimizers import.)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python" / "tests"))
 import training_twin  # noqa: E402
 

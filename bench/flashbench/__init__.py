@@ -9,5 +9,5 @@ Modules, one job each:
   results      the JSON file               report       terminal and markdown tables
   plots        matplotlib charts           context      device, clocks, versions, commit
   setup_check  what scripts/bench.sh checks first
-  ncu          the Nsight Compute profile (bench/profile.py)
+  ncu          the Nsight Compute profile (bench/ncu_profile.py)
 """

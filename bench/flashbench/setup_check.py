@@ -69,7 +69,7 @@ def main(argv=None):
         _line(True, "FLASHCORE_KERNELS", f"{kernels_env} in the environment: the benchmark sets it per flashcore "
                                          f"impl (auto for `flashcore`), so it reaches no row")
     found = ncu.find_ncu()
-    _line(found is not None, "ncu (for bench/profile.py only)", found or "not found")
+    _line(found is not None, "ncu (for bench/ncu_profile.py only)", found or "not found")
     info = context.commit_info(args.commit)
     _line(info["commit"] != "unknown", "commit", f"{info['commit']} ({info['commit_source']})" + (
         "" if info["commit"] != "unknown" else ": pass --commit SHA or COMMIT=SHA"))

@@ -25,6 +25,7 @@ float load(const TensorView& t, const void* row, int64_t d) {
     case DType::kFloat32: return static_cast<const float*>(row)[d];
     case DType::kBFloat16: return static_cast<float>(static_cast<const cutlass::bfloat16_t*>(row)[d]);
     case DType::kFloat16: return static_cast<float>(static_cast<const cutlass::half_t*>(row)[d]);
+    case DType::kInt32: break;  // index tensors only; validation refuses them here
   }
   return 0.0f;
 }
@@ -34,6 +35,7 @@ void store(const TensorView& t, void* row, int64_t d, float value) {
     case DType::kFloat32: static_cast<float*>(row)[d] = value; return;
     case DType::kBFloat16: static_cast<cutlass::bfloat16_t*>(row)[d] = static_cast<cutlass::bfloat16_t>(value); return;
     case DType::kFloat16: static_cast<cutlass::half_t*>(row)[d] = static_cast<cutlass::half_t>(value); return;
+    case DType::kInt32: return;  // index tensors only; validation refuses them here
   }
 }
 

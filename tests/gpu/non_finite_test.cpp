@@ -89,8 +89,12 @@ TEST_P(NonFiniteInMaskedTiles, ReachesTheRowsThatSeeItAndStaysNearItsTile) {
     for (std::int64_t i = 0; i < 400; ++i) {
       EXPECT_EQ(row_is(t.out, i, 0, is_nan), i >= 300) << "out row " << i;
       EXPECT_EQ(std::isnan(t.lse.get(i)), i >= 300) << "lse row " << i;
-      if (i < 44) EXPECT_TRUE(row_is(t.dq, i, 0, is_finite)) << "dq row " << i;
-      if (i >= 300) EXPECT_TRUE(row_is(t.dq, i, 0, is_nan)) << "dq row " << i;
+      if (i < 44) {
+        EXPECT_TRUE(row_is(t.dq, i, 0, is_finite)) << "dq row " << i;
+      }
+      if (i >= 300) {
+        EXPECT_TRUE(row_is(t.dq, i, 0, is_nan)) << "dq row " << i;
+      }
     }
     for (std::int64_t j = 0; j < 400; ++j) {
       // Every key is seen by some row >= 300, whose P and dS are NaN.

@@ -87,6 +87,7 @@ void with_element(DType dtype, F&& f) {
     case DType::kBFloat16: f(cutlass::bfloat16_t{}); break;
     case DType::kFloat16: f(cutlass::half_t{}); break;
     case DType::kFloat32: f(float{}); break;
+    case DType::kInt32: break;  // index tensors only; never an attention operand
   }
 }
 

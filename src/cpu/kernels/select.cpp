@@ -27,16 +27,18 @@ const CpuKernels* avx512_kernels() { return nullptr; }
 #endif
 
 const CpuKernels& cpu_kernels() {
-  static const CpuKernels& chosen = []() -> const CpuKernels& {
+  // A pointer, not a reference bound to the lambda's result: GCC's -Wdangling-reference cannot
+  // tell the returned tables are static.
+  static const CpuKernels* const chosen = []() -> const CpuKernels* {
     const char* forced = std::getenv("FLASHCORE_CPU_KERNELS");
     const CpuKernels* avx512 = avx512_kernels();
     if (forced != nullptr && *forced != '\0') {
-      if (std::strcmp(forced, "avx512") == 0 && avx512 != nullptr) return *avx512;
-      return portable_kernels();
+      if (std::strcmp(forced, "avx512") == 0 && avx512 != nullptr) return avx512;
+      return &portable_kernels();
     }
-    return avx512 != nullptr ? *avx512 : portable_kernels();
+    return avx512 != nullptr ? avx512 : &portable_kernels();
   }();
-  return chosen;
+  return *chosen;
 }
 
 }  // namespace flashcore::cpu
