@@ -18,8 +18,10 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm90/fwd_kernel.h"
 #include "cuda/sm90/fwd_launch.h"
+#include "cuda/sm90/fwd_score_options.h"
 #include "cuda/sm90/fwd_tile_size.h"
 #include "cuda/sm90/fwd_traits.h"
 #include "cuda/sm90/tile_scheduler.h"
@@ -148,9 +150,10 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
 // Non-causal tiles all cost the same: persistent CTAs with a static stride. Causal tiles do
 // not: one tile per CTA by default, longest first (tile_scheduler.h).
 template <class Traits, bool kPersistent = !Traits::kIsCausal,
-          class Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>>
+          class Scheduler = FwdTileScheduler<kPersistent, Traits::kIsCausal>,
+          KernelVariant kVariant = KernelVariant::kPlain>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, Scheduler>;
+  auto kernel = &fwd_kernel<Traits, Scheduler, kVariant>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   // The smem opt-in is per device and kernel; set it once per device rather than on every call
   // (a driver round trip that shows in small-shape latency). The flag records which kernel it
@@ -170,7 +173,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), p.device.sm_count);
-  kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler);
+  kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler, FwdOptionArgs<kVariant>::of(p));
   return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
 }
 
@@ -183,36 +186,53 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
-// all fit in one wave, the small-problem tile; for few keys, the short-keys tile.
-template <typename Element, int kHeadDim, bool kIsCausal>
+// all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
+// kernels (kVariant kScoreMod, fwd_score_options.h) take their own table's tile and the main
+// scheduling only (non-causal: one tile per CTA), so each (dtype, head dim) adds three kernels.
+template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
-  constexpr int kSmallBlockM = fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m;
+  constexpr bool kPlain = kVariant == KernelVariant::kPlain;
+  constexpr int kSmallBlockM = kPlain ? fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m : 0;
   if constexpr (kSmallBlockM > 0) {
     const long tiles = long(params.batch) * params.heads_q * ((params.seqlen_q + kSmallBlockM - 1) / kSmallBlockM);
     if (tiles <= params.device.sm_count) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kSmallProblem>>(params, stream);
     }
   }
-  if constexpr (fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
+  if constexpr (kPlain && fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
     if (params.seqlen_k <= kShortKeysMax) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
     }
   }
-  using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal>;
+  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
+  using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
-    constexpr int kZigZagMaxMBlocks = fwd_tile_size(kHeadDim, true).zigzag_max_m_blocks;
+    constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      if (num_m_blocks <= kZigZagMaxMBlocks) return launch_fwd<Traits, true, FwdZigZagScheduler>(params, stream);
+      if (num_m_blocks <= kZigZagMaxMBlocks) {
+        return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
+      }
     }
   }
-  return launch_fwd<Traits>(params, stream);
+  // Non-causal option kernels take one tile per CTA: persistent, ALiBi's code spilled 176 B (ptxas).
+  constexpr bool kPersistent = !kIsCausal && kPlain;
+  return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
 }
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
+}
+
+// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data.
+// Registered in the dispatch table beside run_fwd with the options bits (generate.py's "variants").
+template <typename Element, int kHeadDim>
+Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
+  constexpr KernelVariant kOptions = KernelVariant::kScoreMod;
+  return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kOptions>(params, stream)
+                       : run_fwd_for_shape<Element, kHeadDim, false, kOptions>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -27,8 +27,8 @@ struct FwdTileSize {
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
-// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks).
-enum class FwdTileKind { kMain, kSmallProblem, kShortKeys };
+// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
+enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions };
 
 // kShortKeys serves seqlen_k up to this.
 constexpr int kShortKeysMax = 4096;
@@ -83,9 +83,14 @@ constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
   return {0, 0, 0, false};
 }
 
+// The option kernels (window, softcap, ALiBi; fwd_score_options.h): the main table's tiles (the
+// non-causal ones run one tile per CTA, fwd_launch_template.h).
+constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }
+
 constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
   return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
          : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
+         : kind == FwdTileKind::kOptions    ? fwd_tile_size_options(head_dim, causal)
                                             : fwd_tile_size_main(head_dim, causal);
 }
 constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }
