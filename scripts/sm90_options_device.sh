@@ -100,6 +100,6 @@ for l in open(sys.argv[1]):
     r = json.loads(l); row = r["row"]
     if r["case"] not in best or row["ms"] < best[r["case"]]["ms"]: best[r["case"]] = row
 for name, row in best.items():
-    print(f"{name:<30} {row['ms']:8.3f} ms {row['tflops']:7.1f} TFLOP/s")
+    print(f"{name:<30} {row['kernels_forward']} {row['ms']:8.3f} ms {row['tflops']:7.1f} TFLOP/s")
 PY
 stamp "done"
