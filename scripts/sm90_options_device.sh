@@ -37,19 +37,26 @@ if [ ! -x "$tests" ]; then
   tests=build/opt/tests/gpu/flashcore_gpu_tests
   cli=build/opt/tools/flashcore
 fi
+# STEPS: which of options, plain, sanitize, fuzz, timings run (default all).
+want() { [[ " ${STEPS:-options plain sanitize sanitize_window fuzz timings} " == *" $1 "* ]]; }
 summary() {
   echo "ok $(grep -c '^\[       OK \]' "$1"), failed $(grep -c '^\[  FAILED  \].*(' "$1"), skipped $(grep -c '^\[  SKIPPED \]' "$1")"
   grep -E '^\[  FAILED  \].*\(' "$1" | head -20; grep -E "tests ran" "$1"
 }
 
+if want options; then
 stamp "gpu tests (sm90): option forwards, trip counts, plain-row preference"
 FLASHCORE_KERNELS=sm90 timeout 90 "$tests" \
   --gtest_filter='*CudaScoreOptions.Forward*:*MaskTripCounts*:*PlainCallsRunThePlainRow*-*d256*' >"$out/gpu_tests_options.log" 2>&1
 echo "rc $?"; summary "$out/gpu_tests_options.log"
+fi
+if want plain; then
 stamp "gpu tests (sm90): the plain forward grid"
 FLASHCORE_KERNELS=sm90 timeout 60 "$tests" --gtest_filter='*CudaForward*' >"$out/gpu_tests_plain.log" 2>&1
 echo "rc $?"; summary "$out/gpu_tests_plain.log"
+fi
 
+if want sanitize; then
 stamp "compute-sanitizer memcheck + racecheck: the sweep"
 for tool in memcheck racecheck; do
   timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" --gtest_filter='CudaSanitizeSweep.*' \
@@ -60,14 +67,29 @@ for tool in memcheck racecheck; do
   echo "sweep $tool: $(grep -E 'sweep:|ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sweep_$tool.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure" "$out/sweep_$tool.log" | head -5
 done
+fi
 
+if want sanitize_window; then
+stamp "compute-sanitizer memcheck + racecheck: the window-only option cases (the window kernel)"
+for tool in memcheck racecheck; do
+  FLASHCORE_KERNELS=sm90 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" \
+    --gtest_filter='*CudaScoreOptions.Forward*window*-*d256*' >"$out/sanitize_window_$tool.log" 2>&1 &
+done
+wait
+for tool in memcheck racecheck; do
+  echo "window cases $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sanitize_window_$tool.log" | tr '\n' ' ')"
+done
+fi
+if want fuzz; then
 stamp "fuzz (sm90, score options drawn)"
 timeout 100 "$cli" fuzz --device cuda --kernels sm90 --count "${FUZZ_COUNT:-3000}" --seed "${FUZZ_SEED:-2026}" \
   --max-elements "${FUZZ_MAX_ELEMENTS:-1048576}" --json >"$out/fuzz_sm90_options.json" 2>"$out/fuzz_sm90_options.err"
 echo "rc $?"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r[k] for k in ('count','passed','failed','skipped','seconds')}, r.get('skip_reasons')); [print(f) for f in r.get('failures', [])[:5]]" \
   "$out/fuzz_sm90_options.json" || tail -5 "$out/fuzz_sm90_options.err"
+fi
 
+want timings || { stamp "done"; exit 0; }
 stamp "forward timings (d128 bf16, sm90)"
 cases=(
   "8k plain|--seqlen 8192 --batch 2 --heads 16"
@@ -84,6 +106,7 @@ cases=(
   "16k plain|--seqlen 16384 --batch 1 --heads 16"
 )
 : >"$out/timings.jsonl"
+cp /dev/null "$out/timings.txt"
 for c in "${cases[@]}"; do
   name="${c%%|*}"; args="${c#*|}"
   for r in 1 2; do
@@ -93,7 +116,7 @@ for c in "${cases[@]}"; do
     echo "{\"case\": \"$name\", \"round\": $r, \"row\": $line}" >>"$out/timings.jsonl"
   done
 done
-python3 - "$out/timings.jsonl" <<'PY'
+python3 - "$out/timings.jsonl" <<'PY' | tee "$out/timings.txt"
 import json, sys
 best = {}
 for l in open(sys.argv[1]):

@@ -187,8 +187,10 @@ using FwdTraitsFor =
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
-// kernels (kVariant kScoreMod, fwd_score_options.h) take their own table's tile and the main
-// scheduling only (non-causal: one tile per CTA), so each (dtype, head dim) adds three kernels.
+// kernels (fwd_score_options.h) take the main tile (window only, kWindow) or their own table's
+// (softcap/ALiBi, kScoreMod; non-causal one tile per CTA), and the main scheduling only, so each
+// (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
+// same (the window's blocks), so the persistent zig-zag grid at any length.
 template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
   constexpr bool kPlain = kVariant == KernelVariant::kPlain;
@@ -204,19 +206,20 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
     }
   }
-  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
+  constexpr bool kScoreMod = has_score_mod(kVariant);
+  constexpr FwdTileKind kKind = kScoreMod ? FwdTileKind::kOptions : FwdTileKind::kMain;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      if (num_m_blocks <= kZigZagMaxMBlocks) {
+      if (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
         return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
       }
     }
   }
-  // Non-causal option kernels take one tile per CTA: persistent, ALiBi's code spilled 176 B (ptxas).
-  constexpr bool kPersistent = !kIsCausal && kPlain;
+  // Non-causal softcap/ALiBi kernels take one tile per CTA: persistent, ALiBi's code spilled 176 B (ptxas).
+  constexpr bool kPersistent = !kIsCausal && !kScoreMod;
   return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
 }
 
@@ -226,13 +229,19 @@ Status run_fwd(const FwdParams& params, cudaStream_t stream) {
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
 }
 
-// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data.
-// Registered in the dispatch table beside run_fwd with the options bits (generate.py's "variants").
+// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data;
+// a window-only call runs the window kernel (no score code: the softcap/ALiBi kernel measured ~9 %
+// slower on window-only calls). Registered in the dispatch table beside run_fwd with the options
+// bits (generate.py's "variants").
+template <typename Element, int kHeadDim, KernelVariant kVariant>
+Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
+  return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
+                       : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
+}
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
-  constexpr KernelVariant kOptions = KernelVariant::kScoreMod;
-  return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kOptions>(params, stream)
-                       : run_fwd_for_shape<Element, kHeadDim, false, kOptions>(params, stream);
+  return params.has_score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
+                              : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90
