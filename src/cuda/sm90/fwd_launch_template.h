@@ -187,8 +187,8 @@ using FwdTraitsFor =
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
-// kernels (fwd_score_options.h) take the main tile (window only, kWindow) or their own table's
-// (softcap/ALiBi, kScoreMod; non-causal one tile per CTA), and the main scheduling only, so each
+// kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
+// table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile per CTA), so each
 // (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
 // same (the window's blocks), so the persistent zig-zag grid at any length.
 template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
@@ -207,7 +207,7 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     }
   }
   constexpr bool kScoreMod = has_score_mod(kVariant);
-  constexpr FwdTileKind kKind = kScoreMod ? FwdTileKind::kOptions : FwdTileKind::kMain;
+  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;

@@ -83,12 +83,13 @@ constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
   return {0, 0, 0, false};
 }
 
-// The option kernels (window, softcap, ALiBi; fwd_score_options.h): ALiBi's per-score distances
-// need registers the main tiles do not have (ptxas: 192 x 128 at d64, 160 registers a thread, spilled
-// 96 B; 128 x 176 at d128 non-causal 92-224 B), so 128 x 128 tiles with two consumer warpgroups
+// The option kernels (window, softcap, ALiBi; fwd_score_options.h): the window's and ALiBi's code
+// need registers the main tiles do not have (ptxas: 192 x 128 at d64, 160 registers a thread,
+// spilled 88-100 B even window-only; 128 x 176 at d128 non-causal 92-224 B, window-only 108 B),
+// so 128 x 128 tiles with two consumer warpgroups
 // (240 registers): d64 with two Q buffers (16 + 16 + 2 x (16 + 16) = 96 KB), d128 the causal tile
-// (3 stages) for both. Non-causal ones run one tile per CTA (fwd_launch_template.h: persistent
-// spilled 176 B at d128). Causal scheduling as the plain kernels'.
+// (3 stages) for both. Non-causal softcap/ALiBi ones run one tile per CTA (fwd_launch_template.h:
+// persistent spilled 176 B at d128); causal scheduling as the plain kernels'.
 constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) {
   if (head_dim <= 64) return {128, 128, 2, true, 64, 2};
   if (head_dim > 96 && head_dim <= 128) return {128, 128, 3, true, 64};
