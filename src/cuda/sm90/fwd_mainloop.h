@@ -141,8 +141,7 @@ struct FwdMainloop {
   // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.
   template <class FragO>
   __forceinline__ __device__ static void mma(Params const& params, OptionArgs const& args, SharedStorage& shared,
-                                             State& k_state,
-                                             State& v_state, FwdTile const& tile, int iteration,
+                                             State& k_state, State& v_state, FwdTile const& tile, int iteration,
                                              int thread_idx, FragO& tOrO, float (&lse)[kRows]) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
