@@ -1,12 +1,12 @@
 // The attention options in the sm90 forward, by kernel variant (common/kernel_variant.h): what a
 // tile's mask, trip counts and scores are. The plain kernels (kPlain) get the causal/seqlen mask
-// and raw scores with the softmax scale, as before, and no kernel argument; the option kernels
-// (kScoreMod) get the sliding window, softcap and ALiBi as runtime data of the call, so one kernel
-// per (dtype, head dim, causal) serves every combination:
+// and raw scores with the softmax scale, as before, and no kernel argument; the window kernels
+// (kWindow) get the sliding window, the score-option kernels (kScoreMod) the window, softcap and
+// ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks):
 //   window   mask.h's trip counts (key blocks wholly outside the window are never loaded) and the
 //            masked tiles' compares: the blocks at the window's left edge take the mask too;
-//   softcap  tanh per score, ALiBi one FFMA per score (score_mod.h), each a uniform branch per
-//            tile, so a window-only call skips both;
+//   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch
+//            per tile;
 //   units    scores in units of score_unit (score_mod.h), so the softmax's exp2 stays one FFMA and
 //            the LSE comes out in natural units.
 #pragma once
