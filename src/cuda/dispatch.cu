@@ -19,16 +19,16 @@ namespace flashcore::cuda {
 namespace {
 
 constexpr FwdKernel kFwdKernels[] = {
-#define FLASHCORE_FWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options) \
-  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_fwd<element, head_dim>},
+#define FLASHCORE_FWD_KERNEL(ns, launcher, family, min_cc, max_cc, dtype, element, head_dim, options) \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::launcher<element, head_dim>},
 #include "fwd_kernels.inc"
 #undef FLASHCORE_FWD_KERNEL
     {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr},  // sentinel: keeps the array non-empty
 };
 
 constexpr BwdKernel kBwdKernels[] = {
-#define FLASHCORE_BWD_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options)                   \
-  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_bwd<element, head_dim>, \
+#define FLASHCORE_BWD_KERNEL(ns, launcher, family, min_cc, max_cc, dtype, element, head_dim, options)       \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::launcher<element, head_dim>, \
    &ns::plan_bwd_workspace},
 #include "bwd_kernels.inc"
 #undef FLASHCORE_BWD_KERNEL
@@ -36,8 +36,8 @@ constexpr BwdKernel kBwdKernels[] = {
 };
 
 constexpr DecodeKernel kDecodeKernels[] = {
-#define FLASHCORE_DECODE_KERNEL(ns, family, min_cc, max_cc, dtype, element, head_dim, options) \
-  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::run_decode<element, head_dim>},
+#define FLASHCORE_DECODE_KERNEL(ns, launcher, family, min_cc, max_cc, dtype, element, head_dim, options) \
+  {KernelFamily::family, min_cc, max_cc, DType::dtype, head_dim, options, &ns::launcher<element, head_dim>},
 #include "decode_kernels.inc"
 #undef FLASHCORE_DECODE_KERNEL
     {KernelFamily::kAuto, 0, 0, DType::kFloat32, 0, 0, nullptr},
@@ -80,6 +80,12 @@ Status check_kernel_limits(const char* function, const detail::AttentionProblem&
   return Status::Ok();
 }
 
+int option_count(unsigned bits) {
+  int n = 0;
+  for (; bits != 0; bits &= bits - 1) ++n;
+  return n;
+}
+
 // The options in `bits`, by their API names.
 std::string option_names(unsigned bits) {
   std::string names;
@@ -96,7 +102,8 @@ std::string option_names(unsigned bits) {
 }
 
 // The row serving `p` on `device`: of the requested family (or, for kAuto, the newest family that
-// serves it), the smallest head dim that covers p.head_dim.
+// serves it), the smallest head dim that covers p.head_dim, and of rows equal in both, the one with
+// the fewest options (a family's plain kernels before its option kernels, generate.py's "variants").
 template <class Kernel, std::size_t N>
 Status select_kernel(const char* function, const Kernel (&table)[N], const detail::AttentionProblem& p,
                      KernelFamily requested, const DeviceInfo& device, const Kernel** kernel) {
@@ -118,8 +125,10 @@ Status select_kernel(const char* function, const Kernel (&table)[N], const detai
       continue;
     }
     const Kernel* best = *kernel;
-    const bool better = best == nullptr || static_cast<int>(k.family) > static_cast<int>(best->family) ||
-                        (k.family == best->family && k.head_dim < best->head_dim);
+    const bool better =
+        best == nullptr || static_cast<int>(k.family) > static_cast<int>(best->family) ||
+        (k.family == best->family && k.head_dim < best->head_dim) ||
+        (k.family == best->family && k.head_dim == best->head_dim && option_count(k.options) < option_count(best->options));
     if (better) *kernel = &k;
   }
   if (*kernel != nullptr) return Status::Ok();

@@ -1,5 +1,6 @@
-// Sliding window, softcap and ALiBi in the CUDA kernels (the sm80 family; kernels=auto falls back
-// to it where a newer family lacks an option), forward and backward, each option alone and
+// Sliding window, softcap and ALiBi in the CUDA kernels (the sm80 family; on an H100 the sm90
+// forward's option kernels at d <= 128, kernels=auto falling back to sm80 for the rest and for
+// every backward), forward and backward, each option alone and
 // combined with GQA, causal and seqlen_q != seqlen_k, against the float64 reference under
 // FlashAttention's rule. Outputs are NaN-poisoned on the device before every run.
 //
@@ -22,6 +23,8 @@
 #include "common/reference_problem.h"
 #include "cpu/reference.h"
 #include "cuda/common/mask.h"
+#include "cuda/device.h"
+#include "cuda/dispatch.h"
 #include "device_tensors.h"
 #include "flashcore/accuracy.h"
 #include "flashcore/attention.h"
@@ -260,27 +263,72 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaScoreOptions,
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),
                          param_name);
 
-// The options are dispatch data: kernels=auto runs a family that has them (sm80; the sm90 family
-// declares none yet), a forced family without them fails with kNotSupported naming `kernels`.
-TEST(CudaScoreOptionsDispatch, AutoFallsBackAndAForcedFamilyWithoutTheOptionIsRefused) {
+// Whether this build holds an sm90 forward row serving window, softcap and ALiBi for `dtype` at
+// `head_dim` and the current device can run it (generate.py's sm90 "variants": d64 and d128).
+bool sm90_forward_serves_options(DType dtype, int head_dim) {
+  cuda::DeviceInfo device;
+  if (!cuda::current_device("test", &device).ok()) return false;
+  const unsigned wanted = cuda::KernelOption::kWindow | cuda::KernelOption::kSoftcap | cuda::KernelOption::kAlibi;
+  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
+  for (std::size_t i = 0; i < kernels.forward_count; ++i) {
+    const cuda::FwdKernel& row = kernels.forward[i];
+    if (row.family == KernelFamily::kSm90 && row.dtype == dtype && row.head_dim >= head_dim &&
+        (row.options & wanted) == wanted && device.compute_capability >= row.min_cc &&
+        device.compute_capability <= row.max_cc) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The options are dispatch data, per row: kernels=auto runs the forward on the newest family with
+// a row that has them (sm90's option kernels on an H100, else sm80) and the backward on sm80 (the
+// sm90 backward declares none); a forced family without them fails with kNotSupported naming
+// `kernels`.
+TEST(CudaScoreOptionsDispatch, AutoPicksAFamilyWithTheOptionsPerPassAndAForcedFamilyWithoutThemIsRefused) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   AttentionTensors t({1, 256, 256, 2, 2, 128, true}, DType::kBFloat16, Layout::kContiguous, 31);
   t.options.window_left = 64;
   t.options.softcap = 10.0f;
+  const bool sm90_forward = sm90_forward_serves_options(DType::kBFloat16, 128);
   DeviceAttentionTensors dev(t);
   ForwardParams params = dev.forward_params();
   KernelFamily family = KernelFamily::kAuto;
   ASSERT_TRUE(selected_kernels(params, &family).ok());
-  EXPECT_EQ(family, KernelFamily::kSm80);
+  EXPECT_EQ(family, sm90_forward ? KernelFamily::kSm90 : KernelFamily::kSm80);
   EXPECT_TRUE(forward(params).ok());
   params.kernels = KernelFamily::kSm90;
   const Status status = forward(params);
-  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
-  EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
+  if (sm90_forward) {
+    EXPECT_TRUE(status.ok()) << status.message();
+  } else {
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+    EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
+  }
   BackwardParams bwd = dev.backward_params();
+  KernelFamily bwd_family = KernelFamily::kAuto;
+  ASSERT_TRUE(selected_kernels(bwd, &bwd_family).ok());
+  EXPECT_EQ(bwd_family, KernelFamily::kSm80);
   bwd.kernels = KernelFamily::kSm90;
-  EXPECT_EQ(backward(bwd).code(), StatusCode::kNotSupported);
+  const Status bwd_status = backward(bwd);
+  EXPECT_EQ(bwd_status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(bwd_status.message().find("kernels: "), std::string::npos) << bwd_status.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A plain call keeps the plain kernels: with equal family and head dim, dispatch prefers the row
+// with fewer options (the sm90 option kernels serve plain calls too, but slower).
+TEST(CudaScoreOptionsDispatch, PlainCallsRunThePlainRow) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  AttentionTensors t({1, 256, 256, 2, 2, 128, false}, DType::kBFloat16, Layout::kContiguous, 34);
+  DeviceAttentionTensors dev(t);
+  detail::AttentionProblem problem;
+  ASSERT_TRUE(detail::validate_forward(dev.forward_params(), &problem).ok());
+  cuda::DeviceInfo device;
+  ASSERT_TRUE(cuda::current_device("test", &device).ok());
+  const cuda::FwdKernel* kernel = nullptr;
+  ASSERT_TRUE(cuda::select_forward_kernel("test", problem, KernelFamily::kAuto, device, &kernel).ok());
+  EXPECT_EQ(kernel->options, cuda::KernelOption::kNone);
 }
 
 TEST(CudaScoreOptionsErrors, SlopesOnTheHostAreRefusedNamingAlibiSlopes) {

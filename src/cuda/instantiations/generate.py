@@ -22,8 +22,12 @@ DTYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 #   flags     extra nvcc flags for its files
 #   passes    pass -> head dims instantiated
 #   options   the attention options its kernels serve (of OPTIONS); kernels=auto passes a problem
-#             that needs one to a family that has it, a forced family without it fails naming
+#             that needs one to a row that has it, a forced family without it fails naming
 #             `kernels` (dispatch.cu). Absent: none.
+#   variants  pass -> variant -> {launcher, head_dims, options}: a second set of kernels of that
+#             pass, in files <pass>_<family>_<dtype>_hdim<d>_<variant>.cu, each a dispatch row of its
+#             own with its own options (the rows above keep the family's). For equal family and head
+#             dim a problem runs the row with fewer options, so plain calls keep the plain kernels.
 FAMILIES = {
     "sm80": {
         # mma.sync, ldmatrix, cp.async: runs on every GPU from Ampere on; the fallback.
@@ -46,8 +50,16 @@ FAMILIES = {
         # registers) fits up to d128; kernels=auto runs d192 and d256 backward on sm80
         # (docs/tuning/backward_sm90.md).
         "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128]},
-        # No attention options yet: kernels=auto runs window / softcap / ALiBi / varlen / dropout calls on sm80.
+        # The plain kernels serve no option; kernels=auto runs varlen and dropout calls, every
+        # backward with an option, and forwards with options at d > 128 on sm80.
         "options": [],
+        # The forward's option kernels (sm90/fwd_score_options.h): window, softcap and ALiBi as
+        # runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA, non-causal
+        # persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
+        "variants": {
+            "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
+                                "options": ["window", "softcap", "alibi"]}},
+        },
     },
 }
 # option -> dispatch.h's KernelOption enumerator
@@ -64,7 +76,7 @@ template Status {launcher}<{element}, {head_dim}>(const {params}& params, cudaSt
 
 
 def options_mask(family: dict) -> str:
-    """The family's options as a C++ expression of dispatch.h's KernelOption bits."""
+    """The options of a family (or of a variant) as a C++ expression of dispatch.h's KernelOption bits."""
     names = family.get("options", [])
     unknown = [n for n in names if n not in OPTIONS]
     if unknown:
@@ -86,6 +98,12 @@ def families_cmake() -> str:
             f"set(FLASHCORE_FAMILY_{name}_PASSES {' '.join(f['passes'])})",
             f'set(FLASHCORE_FAMILY_{name}_OPTIONS "{options_mask(f)}")',
         ]
+        for pass_, variants in f.get("variants", {}).items():
+            for variant, v in variants.items():
+                lines += [
+                    f"set(FLASHCORE_FAMILY_{name}_{pass_}_{variant}_LAUNCHER {v['launcher']})",
+                    f'set(FLASHCORE_FAMILY_{name}_{pass_}_{variant}_OPTIONS "{options_mask(v)}")',
+                ]
     return "\n".join(lines) + "\n"
 
 
@@ -100,6 +118,14 @@ def main() -> None:
                     text = TEMPLATE.format(family=family, pass_=pass_, launcher=launcher, element=element,
                                            head_dim=head_dim, params=params)
                     (HERE / f"{pass_}_{family}_{dtype}_hdim{head_dim}.cu").write_text(text)
+        for pass_, variants in f.get("variants", {}).items():
+            params = LAUNCHERS[pass_][1]
+            for variant, v in variants.items():
+                for dtype, element in DTYPES.items():
+                    for head_dim in v["head_dims"]:
+                        text = TEMPLATE.format(family=family, pass_=pass_, launcher=v["launcher"], element=element,
+                                               head_dim=head_dim, params=params)
+                        (HERE / f"{pass_}_{family}_{dtype}_hdim{head_dim}_{variant}.cu").write_text(text)
     (HERE / "families.cmake").write_text(families_cmake())
 
 

@@ -22,10 +22,13 @@
 
 namespace flashcore::cuda::sm90 {
 
-template <class Traits, class Scheduler>
+// kVariant: the plain kernel or the option kernel (fwd_score_options.h), whose options arrive in
+// `options` (empty for the plain one).
+template <class Traits, class Scheduler, KernelVariant kVariant = KernelVariant::kPlain>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
-    fwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params, Scheduler const scheduler) {
-  using Mainloop = FwdMainloop<Traits>;
+    fwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params, Scheduler const scheduler,
+               CUTE_GRID_CONSTANT FwdOptionArgs<kVariant> const options) {
+  using Mainloop = FwdMainloop<Traits, kVariant>;
   using Epilogue = FwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
   using Pipeline = typename Mainloop::Pipeline;
@@ -63,7 +66,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       typename Mainloop::State k_state, v_state;
       int iteration = 0;
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), ++iteration) {
-        Mainloop::load(params, shared, k_state, v_state, scheduler.decode(t), iteration);
+        Mainloop::load(params, options, shared, k_state, v_state, scheduler.decode(t), iteration);
       }
       Mainloop::load_tail(shared, k_state, v_state);
     }
@@ -78,7 +81,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const FwdTile tile = scheduler.decode(t);
       cute::Tensor tOrO = cute::partition_fragment_C(mma_pv, cute::select<0, 1>(typename Traits::TileShapePV{}));
       float lse[Mainloop::kRows];
-      Mainloop::mma(params, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
+      Mainloop::mma(params, options, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
       Epilogue::store(params, tOrO, lse, tile, thread_idx);
     }
   }

@@ -13,4 +13,9 @@ namespace flashcore::cuda::sm90 {
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream);
 
+// The same with the sliding window, softcap and ALiBi (fwd_score_options.h); instantiated for
+// fewer head dims, in src/cuda/instantiations/fwd_sm90_*_options.cu.
+template <typename Element, int kHeadDim>
+Status run_fwd_options(const FwdParams& params, cudaStream_t stream);
+
 }  // namespace flashcore::cuda::sm90

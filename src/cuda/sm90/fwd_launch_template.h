@@ -18,8 +18,10 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_variant.h"
 #include "cuda/sm90/fwd_kernel.h"
 #include "cuda/sm90/fwd_launch.h"
+#include "cuda/sm90/fwd_score_options.h"
 #include "cuda/sm90/fwd_tile_size.h"
 #include "cuda/sm90/fwd_traits.h"
 #include "cuda/sm90/tile_scheduler.h"
@@ -176,10 +178,11 @@ int max_active_clusters(Kernel kernel, int threads, int smem_bytes, int sm_count
 // default, longest first (tile_scheduler.h).
 template <class Traits, bool kPersistent = !Traits::kIsCausal,
           class Scheduler = std::conditional_t<(Traits::kClusterM > 1), FwdClusterScheduler<Traits::kClusterM>,
-                                               FwdTileScheduler<kPersistent, Traits::kIsCausal>>>
+                                               FwdTileScheduler<kPersistent, Traits::kIsCausal>>,
+          KernelVariant kVariant = KernelVariant::kPlain>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   constexpr int kClusterM = Traits::kClusterM;
-  auto kernel = &fwd_kernel<Traits, Scheduler>;
+  auto kernel = &fwd_kernel<Traits, Scheduler, kVariant>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   // The smem opt-in is per device and kernel; set it once per device rather than on every call
   // (a driver round trip that shows in small-shape latency). The flag records which kernel it
@@ -210,6 +213,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  const auto option_args = FwdOptionArgs<kVariant>::of(p);
   if constexpr (kClusterM > 1) {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(grid));
@@ -223,10 +227,10 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
     cluster.val.clusterDim.z = 1;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    return cuda_status(cudaLaunchKernelEx(&config, kernel, params, scheduler),
+    return cuda_status(cudaLaunchKernelEx(&config, kernel, params, scheduler, option_args),
                        "flashcore::forward: launching the sm90 forward kernel (cluster)");
   } else {
-    kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler);
+    kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params, scheduler, option_args);
     return cuda_status(cudaGetLastError(), "flashcore::forward: launching the sm90 forward kernel");
   }
 }
@@ -241,36 +245,62 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
-// all fit in one wave, the small-problem tile; for few keys, the short-keys tile.
-template <typename Element, int kHeadDim, bool kIsCausal>
+// all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
+// kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
+// table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile per CTA), so each
+// (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
+// same (the window's blocks), so the persistent zig-zag grid at any length.
+template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
-  constexpr int kSmallBlockM = fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m;
+  constexpr bool kPlain = kVariant == KernelVariant::kPlain;
+  constexpr int kSmallBlockM = kPlain ? fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m : 0;
   if constexpr (kSmallBlockM > 0) {
     const long tiles = long(params.batch) * params.heads_q * ((params.seqlen_q + kSmallBlockM - 1) / kSmallBlockM);
     if (tiles <= params.device.sm_count) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kSmallProblem>>(params, stream);
     }
   }
-  if constexpr (fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
+  if constexpr (kPlain && fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
     if (params.seqlen_k <= kShortKeysMax) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
     }
   }
-  using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal>;
+  constexpr bool kScoreMod = has_score_mod(kVariant);
+  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
+  using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
-    constexpr int kZigZagMaxMBlocks = fwd_tile_size(kHeadDim, true).zigzag_max_m_blocks;
+    constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      if (num_m_blocks <= kZigZagMaxMBlocks) return launch_fwd<Traits, true, FwdZigZagScheduler>(params, stream);
+      if (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
+        return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
+      }
     }
   }
-  return launch_fwd<Traits>(params, stream);
+  // Non-causal softcap/ALiBi kernels take one tile per CTA: persistent, ALiBi's code spilled 176 B (ptxas).
+  constexpr bool kPersistent = !kIsCausal && !kScoreMod;
+  return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
 }
 
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
+}
+
+// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data;
+// a window-only call runs the window kernel (no score code: the softcap/ALiBi kernel measured ~9 %
+// slower on window-only calls). Registered in the dispatch table beside run_fwd with the options
+// bits (generate.py's "variants").
+template <typename Element, int kHeadDim, KernelVariant kVariant>
+Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
+  return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
+                       : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
+}
+template <typename Element, int kHeadDim>
+Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
+  return params.has_score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
+                              : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -13,8 +13,10 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
+#include "cuda/common/kernel_variant.h"
 #include "cuda/common/mask.h"
 #include "cuda/sm90/fragment.h"
+#include "cuda/sm90/fwd_score_options.h"
 #include "cuda/sm90/fwd_softmax.h"
 #include "cuda/sm90/named_barrier.h"
 #include "cuda/sm90/pipeline.h"
@@ -23,7 +25,7 @@
 
 namespace flashcore::cuda::sm90 {
 
-template <class Traits>
+template <class Traits, KernelVariant kVariant = KernelVariant::kPlain>
 struct FwdMainloop {
   using Element = typename Traits::Element;
   using Params = typename Traits::Params;
@@ -35,6 +37,8 @@ struct FwdMainloop {
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kRows = 2;  // rows of the 64-row slab each consumer thread holds
   using Softmax = FwdSoftmax<kRows, Traits::kExp2FmaEvery>;
+  using Score = FwdScore<Traits, kVariant>;
+  using OptionArgs = FwdOptionArgs<kVariant>;
 
   // Ping-pong turns: warpgroup w waits for its turn before issuing GEMMs and hands the turn to
   // warpgroup w+1 (cyclically) once they are issued. Each warpgroup issues the same number of
@@ -57,12 +61,6 @@ struct FwdMainloop {
     }
   }
 
-  // Rows are counted in the tile grid's frame, row_offset rows above the real first query (see
-  // Params::row_offset): a mask over seqlen_q + row_offset rows has the same bottom-right diagonal.
-  __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
-    return AttentionMask{params.seqlen_q + params.row_offset, params.seqlen_k, Traits::kIsCausal};
-  }
-
   // Which Q buffer and mbarrier parity the CTA's `iteration`-th tile uses.
   __forceinline__ __device__ static int q_stage(int iteration) { return iteration % Traits::kQStages; }
   __forceinline__ __device__ static uint32_t q_phase(int iteration) { return (iteration / Traits::kQStages) & 1; }
@@ -72,8 +70,8 @@ struct FwdMainloop {
 
   // Producer: `iteration` counts the tiles this CTA has loaded before (which Q buffer, and the
   // phase of its barriers).
-  __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, State& k_state,
-                                              State& v_state, FwdTile const& tile, int iteration) {
+  __forceinline__ __device__ static void load(Params const& params, OptionArgs const& args, SharedStorage& shared,
+                                              State& k_state, State& v_state, FwdTile const& tile, int iteration) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
     Pipeline pipeline_v{shared.pipeline_v};
@@ -140,15 +138,16 @@ struct FwdMainloop {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q[stage], Traits::kBytesQ);
       copy(params.tma_q.with(shared.barrier_q[stage]), tQgQ, tQsQ);
     };
-    const int n_end = mask_of(params).n_block_end(tile.m_block, kBlockM, kBlockN);
+    const auto trips = Score::trip_counts(Score::mask_of(params, args), tile.m_block);
+    const int n_begin = trips.n_begin, n_end = trips.n_end;
     if constexpr (Traits::kQStages > 1) load_q();
-    if (n_end > 0) load_k(n_end - 1);
+    if (n_end > n_begin) load_k(n_end - 1);
     if constexpr (Traits::kQStages == 1) load_q();
-    for (int n = n_end - 1; n > 0; --n) {
+    for (int n = n_end - 1; n > n_begin; --n) {
       load_k(n - 1);
       load_v(n);
     }
-    if (n_end > 0) load_v(0);
+    if (n_end > n_begin) load_v(n_begin);
   }
 
   // Producer, after the CTA's last tile. With a cluster, the other CTAs' consumers arrive on this
@@ -164,8 +163,8 @@ struct FwdMainloop {
 
   // Consumer: on return tOrO holds the normalised output rows and lse their log-sum-exp.
   template <class FragO>
-  __forceinline__ __device__ static void mma(Params const& params, SharedStorage& shared, State& k_state,
-                                             State& v_state, FwdTile const& tile, int iteration,
+  __forceinline__ __device__ static void mma(Params const& params, OptionArgs const& args, SharedStorage& shared,
+                                             State& k_state, State& v_state, FwdTile const& tile, int iteration,
                                              int thread_idx, FragO& tOrO, float (&lse)[kRows]) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
@@ -186,9 +185,10 @@ struct FwdMainloop {
     // P in the register-A layout of the P V product, sharing S's element order.
     Tensor tOrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_M, N/16)
 
-    const AttentionMask mask = mask_of(params);
-    const int n_end = mask.n_block_end(tile.m_block, kBlockM, kBlockN);
-    const int n_unmasked = mask.n_block_unmasked(tile.m_block, kBlockM, kBlockN);
+    const Score score(params, args, tile.head, tile.batch);
+    const AttentionMask& mask = score.mask;
+    const auto trips = score.trip_counts(tile.m_block);
+    const int n_begin = trips.n_begin, n_end = trips.n_end;
     const int row0 = tile.m_block * kBlockM;  // in the mask's (row_offset-shifted) frame
     Softmax softmax;
     float correction[kRows];
@@ -204,8 +204,8 @@ struct FwdMainloop {
 
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_q[q_stage(iteration)], q_phase(iteration));
-    if (n_end <= 0) release_q();
-    if (n_end > 0) {
+    if (n_end <= n_begin) release_q();
+    if (n_end > n_begin) {
       // First block: S = Q K^T, softmax, nothing to accumulate yet.
       int n = n_end - 1;
       pipeline_k.consumer_wait(k_state);
@@ -216,13 +216,14 @@ struct FwdMainloop {
       warpgroup_fence_operand(tSrS);
       pipeline_k.consumer_release(k_state);
       k_state.advance();
-      if (n == 0) release_q();
-      if (n >= n_unmasked) mask.apply(tSrS, tScS, row0, n * kBlockN);
-      softmax.online(tSrS, params.scale_log2, correction);
+      if (n == n_begin) release_q();
+      score.apply(args, tSrS, tScS, row0, n * kBlockN);
+      if (trips.needs_mask(n)) mask.apply(tSrS, tScS, row0, n * kBlockN);
+      softmax.online(tSrS, score.scale_log2, correction);
       convert_into(tSrS, tOrP);
 
       // Steady state: S(n) = Q K(n)^T and O += P(n+1) V(n+1) in flight together.
-      auto step = [&](int n, auto masked) {
+      auto step = [&](int n, auto masked) __attribute__((always_inline)) {
         pipeline_k.consumer_wait(k_state);
         turn_wait(wg);
         wgmma_gemm<true, -1, false>(mma_qk, tSrQ, tSrK(_, _, _, k_state.index), tSrS);
@@ -234,9 +235,10 @@ struct FwdMainloop {
         warpgroup_fence_operand(tSrS);
         pipeline_k.consumer_release(k_state);
         k_state.advance();
-        if (n == 0) release_q();
+        if (n == n_begin) release_q();
+        score.apply(args, tSrS, tScS, row0, n * kBlockN);
         if constexpr (decltype(masked)::value) mask.apply(tSrS, tScS, row0, n * kBlockN);
-        softmax.online(tSrS, params.scale_log2, correction);
+        softmax.online(tSrS, score.scale_log2, correction);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipeline_v.consumer_release(v_state);
@@ -244,9 +246,22 @@ struct FwdMainloop {
         if constexpr (!Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
         convert_into(tSrS, tOrP);
       };
+      // Masked blocks right of the first row's window edge (the diagonal, seqlen_k), unmasked ones,
+      // and with a window, masked ones at the last row's left edge too. Two call sites of step()
+      // either way: a third stops ptxas inlining it, and wgmma across a call serialises (C7517).
       n = n_end - 2;
-      for (; n >= 0 && n >= n_unmasked; --n) step(n, cute::true_type{});
-      for (; n >= 0; --n) step(n, cute::false_type{});
+      if constexpr (Score::kWindow) {
+        for (; n >= n_begin; --n) {
+          if (trips.needs_mask(n)) {
+            step(n, cute::true_type{});
+          } else {
+            step(n, cute::false_type{});
+          }
+        }
+      } else {
+        for (; n >= 0 && n >= trips.n_unmasked; --n) step(n, cute::true_type{});
+        for (; n >= 0; --n) step(n, cute::false_type{});
+      }
 
       // Last block's P V.
       if constexpr (Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
@@ -261,7 +276,7 @@ struct FwdMainloop {
       v_state.advance();
     }
     Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
-    softmax.finalize(tOrO, params.softmax_scale, lse,
+    softmax.finalize(tOrO, score.unit, lse,
                      [&](int r) { return mask.row_sees_a_key(row0 + get<0>(tScS_rc(r, 0))); });
   }
 };

@@ -34,8 +34,8 @@ struct FwdTileSize {
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
-// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks).
-enum class FwdTileKind { kMain, kSmallProblem, kShortKeys };
+// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
+enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions };
 
 // kShortKeys serves seqlen_k up to this.
 constexpr int kShortKeysMax = 4096;
@@ -91,9 +91,23 @@ constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
   return {0, 0, 0, false};
 }
 
+// The option kernels (window, softcap, ALiBi; fwd_score_options.h): the window's and ALiBi's code
+// need registers the main tiles do not have (ptxas: 192 x 128 at d64, 160 registers a thread,
+// spilled 88-100 B even window-only; 128 x 176 at d128 non-causal 92-224 B, window-only 108 B),
+// so 128 x 128 tiles with two consumer warpgroups
+// (240 registers): d64 with two Q buffers (16 + 16 + 2 x (16 + 16) = 96 KB), d128 the causal tile
+// (3 stages) for both. Non-causal softcap/ALiBi ones run one tile per CTA (fwd_launch_template.h:
+// persistent spilled 176 B at d128); causal scheduling as the plain kernels'.
+constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) {
+  if (head_dim <= 64) return {128, 128, 2, true, 64, 2};
+  if (head_dim > 96 && head_dim <= 128) return {128, 128, 3, true, 64};
+  return fwd_tile_size_main(head_dim, causal);
+}
+
 constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
   return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
          : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
+         : kind == FwdTileKind::kOptions    ? fwd_tile_size_options(head_dim, causal)
                                             : fwd_tile_size_main(head_dim, causal);
 }
 constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }

@@ -1,0 +1,100 @@
+// The attention options in the sm90 forward, by kernel variant (common/kernel_variant.h): what a
+// tile's mask, trip counts and scores are. The plain kernels (kPlain) get the causal/seqlen mask
+// and raw scores with the softmax scale, as before, and no kernel argument; the window kernels
+// (kWindow) get the sliding window, the score-option kernels (kScoreMod) the window, softcap and
+// ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks):
+//   window   mask.h's trip counts (key blocks wholly outside the window are never loaded) and the
+//            masked tiles' compares: the blocks at the window's left edge take the mask too;
+//   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch
+//            per tile;
+//   units    scores in units of score_unit (score_mod.h), so the softmax's exp2 stays one FFMA and
+//            the LSE comes out in natural units.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cuda/common/kernel_variant.h"
+#include "cuda/common/mask.h"
+#include "cuda/common/score_mod.h"
+#include "cuda/params.h"
+
+namespace flashcore::cuda::sm90 {
+
+// The option kernels' extra kernel argument: the call's options (ProblemParams). Empty for the
+// plain kernels, whose launch is unchanged.
+template <KernelVariant kVariant>
+struct FwdOptionArgs {
+  static FwdOptionArgs of(const ProblemParams&) { return {}; }
+};
+template <>
+struct FwdOptionArgs<KernelVariant::kWindow> {
+  ProblemParams problem;
+  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
+};
+template <>
+struct FwdOptionArgs<KernelVariant::kScoreMod> {
+  ProblemParams problem;
+  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
+};
+
+// One tile's view of the options: built once per (m_block, head, batch) tile by the producer (trip
+// counts) and each consumer thread (trip counts, scores).
+template <class Traits, KernelVariant kVariant>
+struct FwdScore {
+  static constexpr bool kWindow = has_window(kVariant);
+  static constexpr bool kScoreMod = has_score_mod(kVariant);
+  using Params = typename Traits::Params;
+
+  AttentionMask mask;
+  float scale_log2;  // exp2 factor of a raw tile entry: scale_log2 plain, score_unit_log2 with options
+  float unit;        // natural-log factor of the row max in the LSE: softmax_scale or score_unit
+  float slope;       // ALiBi slope in score units; 0 without ALiBi
+
+  // Rows are counted in the tile grid's frame, row_offset rows above the real first query (see
+  // Params::row_offset): a mask over seqlen_q + row_offset rows has the same bottom-right
+  // diagonal, window and ALiBi distances.
+  __forceinline__ __device__ static AttentionMask mask_of(Params const& params,
+                                                         [[maybe_unused]] FwdOptionArgs<kVariant> const& args) {
+    AttentionMask mask{params.seqlen_q + params.row_offset, params.seqlen_k, Traits::kIsCausal, -1, -1};
+    if constexpr (kWindow) {
+      mask.window_left = args.problem.window_left;
+      mask.window_right = args.problem.window_right;
+    }
+    return mask;
+  }
+
+  __forceinline__ __device__ FwdScore(Params const& params, [[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+                                      [[maybe_unused]] int head, [[maybe_unused]] int batch)
+      : mask(mask_of(params, args)), scale_log2(params.scale_log2), unit(params.softmax_scale), slope(0.0f) {
+    if constexpr (kScoreMod) {
+      scale_log2 = args.problem.score_unit_log2;
+      unit = args.problem.score_unit;
+      slope = ScoreMod::slope(args.problem, batch, head);
+    }
+  }
+
+  // Key blocks [n_begin, n_end) hold every key the query block may see; blocks outside
+  // [n_unmasked_begin, n_unmasked) need the mask (mask.h). Without a window n_begin and
+  // n_unmasked_begin are 0.
+  struct TripCounts {
+    int n_begin, n_end, n_unmasked_begin, n_unmasked;
+    __forceinline__ __device__ bool needs_mask(int n) const { return n >= n_unmasked || n < n_unmasked_begin; }
+  };
+  __forceinline__ __device__ TripCounts trip_counts(int m_block) const { return trip_counts(mask, m_block); }
+  __forceinline__ __device__ static TripCounts trip_counts(AttentionMask const& mask, int m_block) {
+    constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+    return {kWindow ? mask.n_block_begin(m_block, kBlockM, kBlockN) : 0, mask.n_block_end(m_block, kBlockM, kBlockN),
+            kWindow ? mask.n_block_unmasked_begin(m_block, kBlockM, kBlockN) : 0,
+            mask.n_block_unmasked(m_block, kBlockM, kBlockN)};
+  }
+
+  // Softcap and ALiBi on a raw QK^T tile (nothing in the plain kernels); the mask comes after.
+  template <class TensorS, class TensorC>
+  __forceinline__ __device__ void apply([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+                                        [[maybe_unused]] TensorS& tSrS, [[maybe_unused]] TensorC const& tScS,
+                                        [[maybe_unused]] int row0, [[maybe_unused]] int col0) const {
+    if constexpr (kScoreMod) ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
+  }
+};
+
+}  // namespace flashcore::cuda::sm90
