@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -88,21 +89,77 @@ inline int bwd_kv_splits(const BwdParams& p, int n_blocks) {
   return 1;
 }
 
+// Devices past this many set the smem limit on every call and ask about clusters every call.
+constexpr int kBwdTrackedDevices = 64;
+
+// Raises `kernel`'s dynamic shared memory limit once per device (a driver round trip per call
+// shows in small-shape latency). The flag holds the kernel's address, not a bool, for the reason
+// fwd_launch_template.h gives: a second copy of the library in the process shares this static.
+template <class Traits, bool kSingleBlock, bool kKvSplit, class Kernel>
+Status opt_in_bwd_smem_once(Kernel kernel, int device) {
+  static std::atomic<const void*> configured[kBwdTrackedDevices] = {};
+  const void* const id = reinterpret_cast<const void*>(kernel);
+  const bool tracked = device >= 0 && device < kBwdTrackedDevices;
+  if (tracked && configured[device].load(std::memory_order_acquire) == id) return Status::Ok();
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  if (tracked) configured[device].store(id, std::memory_order_release);
+  return Status::Ok();
+}
+
+// Whether clusters of `splits` CTAs of the split kernel can be resident on the device at all: a
+// MIG slice or a context limited to part of the GPU may hold none, and then the launch would fail
+// where the unsplit kernel runs. Asked of the driver once per device and split count (2 or 4);
+// a failed query counts as "no", since the unsplit kernel is always correct.
+template <class Traits, class Kernel>
+bool bwd_clusters_fit(Kernel kernel, int device, int splits) {
+  static std::atomic<int> answer[kBwdTrackedDevices][2] = {};  // 0 not asked, 1 fits, 2 does not
+  const bool tracked = device >= 0 && device < kBwdTrackedDevices;
+  const int slot = splits == 4 ? 1 : 0;
+  if (tracked) {
+    const int known = answer[device][slot].load(std::memory_order_relaxed);
+    if (known != 0) return known == 1;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, unsigned(splits), 1);
+  config.blockDim = dim3(Traits::kThreads);
+  config.dynamicSmemBytes = Traits::kSmemBytes;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = unsigned(splits);
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const bool fits = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+  if (!fits) (void)cudaGetLastError();  // clear it: the call falls back, it does not fail
+  if (tracked) answer[device][slot].store(fits ? 1 : 2, std::memory_order_relaxed);
+  return fits;
+}
+
 template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
-  if constexpr (kSingleBlock) params.kv_splits = bwd_kv_splits(p, params.n_blocks);
-  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
   constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSingleBlock) {
+    params.kv_splits = bwd_kv_splits(p, params.n_blocks);
+    if (params.kv_splits > 1) {
+      auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
+      const Status opted_in = opt_in_bwd_smem_once<Traits, true, true>(kernel, p.device.ordinal);
+      if (!opted_in.ok()) return opted_in;
+      if (!bwd_clusters_fit<Traits>(kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
+    }
+  }
+  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    const Status opted_in = opt_in_bwd_smem_once<Traits, kSingleBlock, false>(kernel, p.device.ordinal);
+    if (!opted_in.ok()) return opted_in;
     kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
     return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
   }
   if constexpr (kSingleBlock) {
     auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = dim3(Traits::kThreads);
