@@ -98,6 +98,7 @@ std::string option_names(unsigned bits) {
   add(KernelOption::kSoftcap, "softcap");
   add(KernelOption::kAlibi, "alibi_slopes");
   add(KernelOption::kDropout, "dropout_p (dropout)");
+  add(KernelOption::kVarlen, "cu_seqlens_q / cu_seqlens_k (variable length)");
   return names;
 }
 
