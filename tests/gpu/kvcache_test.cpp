@@ -109,19 +109,27 @@ std::uint64_t seed_of(const KvParam& p) {
   return h + static_cast<std::uint64_t>(std::get<1>(p));
 }
 
+// Runs `c` on the GPU: empty when out, lse and the appended cache match the float64 reference,
+// else what differs, or why the call or the synchronisation failed.
+std::string run_against_reference(const KvCacheCase& c, DType dtype, std::uint64_t seed) {
+  KvCacheTensors t(c, dtype, seed);
+  DeviceKvCache d(t);
+  const Status status = forward_kvcache(d.params());
+  if (!status.ok()) return "forward_kvcache: " + status.message();
+  if (const cudaError_t error = cudaDeviceSynchronize(); error != cudaSuccess) {
+    return std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(error);
+  }
+  d.download(t);
+  return check_kvcache_results(t);
+}
+
 class CudaKvCache : public ::testing::TestWithParam<KvParam> {};
 
 TEST_P(CudaKvCache, MatchesReferenceAndAppends) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   KvCacheCase c = std::get<0>(GetParam());
   if (std::get<2>(GetParam()) >= 0) c.num_splits = std::get<2>(GetParam());
-  KvCacheTensors t(c, std::get<1>(GetParam()), seed_of(GetParam()));
-  DeviceKvCache d(t);
-  const Status status = forward_kvcache(d.params());
-  ASSERT_TRUE(status.ok()) << status.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  d.download(t);
-  const std::string failures = check_kvcache_results(t);
+  const std::string failures = run_against_reference(c, std::get<1>(GetParam()), seed_of(GetParam()));
   EXPECT_TRUE(failures.empty()) << failures;
 }
 
@@ -137,13 +145,7 @@ TEST(CudaKvCacheSanitize, DecodeGqaPagedAndContiguous) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (const std::int64_t page : {0, 16}) {
     KvCacheCase c{"sanitize", 2, 1, 32, 8, 128, 1024, page, 1, 2};
-    KvCacheTensors t(c, DType::kBFloat16, 11);
-    DeviceKvCache d(t);
-    const Status status = forward_kvcache(d.params());
-    ASSERT_TRUE(status.ok()) << status.message();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    d.download(t);
-    const std::string failures = check_kvcache_results(t);
+    const std::string failures = run_against_reference(c, DType::kBFloat16, 11);
     EXPECT_TRUE(failures.empty()) << "page " << page << ": " << failures;
   }
 }
@@ -160,13 +162,7 @@ TEST(CudaKvCacheSanitize, RepeatedCallsShareTheWorkspace) {
       const std::int64_t batch = 1 + call % 3;
       KvCacheCase c{"repeat", batch, 1, 32, 8, 128, 512, page};
       c.num_splits = s;
-      KvCacheTensors t(c, DType::kBFloat16, 100 + call);
-      DeviceKvCache d(t);
-      const Status status = forward_kvcache(d.params());
-      ASSERT_TRUE(status.ok()) << status.message();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      d.download(t);
-      const std::string failures = check_kvcache_results(t);
+      const std::string failures = run_against_reference(c, DType::kBFloat16, 100 + call);
       EXPECT_TRUE(failures.empty()) << "call " << call << " (page " << page << ", batch " << batch << ", splits " << s
                                     << "): " << failures;
       ++call;

@@ -19,6 +19,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/sm80/bwd_preprocess.h"
 #include "cuda/sm90/bwd_convert_dq.h"
+#include "cuda/sm90/cluster_launch.h"
 #include "cuda/sm90/bwd_kernel.h"
 #include "cuda/sm90/bwd_launch.h"
 #include "cuda/sm90/bwd_tile_size.h"
@@ -92,16 +93,16 @@ inline int bwd_kv_splits(const BwdParams& p, int n_blocks) {
 // Devices past this many set the smem limit on every call and ask about clusters every call.
 constexpr int kBwdTrackedDevices = 64;
 
-// Raises `kernel`'s dynamic shared memory limit once per device (a driver round trip per call
-// shows in small-shape latency). The flag holds the kernel's address, not a bool, for the reason
-// fwd_launch_template.h gives: a second copy of the library in the process shares this static.
-template <class Traits, bool kSingleBlock, bool kKvSplit, class Kernel>
-Status opt_in_bwd_smem_once(Kernel kernel, int device) {
+// Raises kKernel's dynamic shared memory limit to kSmemBytes once per device (a driver round trip
+// per call shows in small-shape latency). The flag holds the kernel's address, not a bool, for the
+// reason fwd_launch_template.h gives: a second copy of the library in the process shares this static.
+template <auto kKernel, int kSmemBytes>
+Status opt_in_bwd_smem_once(int device) {
   static std::atomic<const void*> configured[kBwdTrackedDevices] = {};
-  const void* const id = reinterpret_cast<const void*>(kernel);
+  const void* const id = reinterpret_cast<const void*>(kKernel);
   const bool tracked = device >= 0 && device < kBwdTrackedDevices;
   if (tracked && configured[device].load(std::memory_order_acquire) == id) return Status::Ok();
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   if (tracked) configured[device].store(id, std::memory_order_release);
   return Status::Ok();
 }
@@ -119,17 +120,9 @@ bool bwd_clusters_fit(Kernel kernel, int device, int splits) {
     const int known = answer[device][slot].load(std::memory_order_relaxed);
     if (known != 0) return known == 1;
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1, unsigned(splits), 1);
-  config.blockDim = dim3(Traits::kThreads);
-  config.dynamicSmemBytes = Traits::kSmemBytes;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = unsigned(splits);
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  cudaLaunchAttribute cluster = cluster_dimension(1, unsigned(splits));
+  cudaLaunchConfig_t config =
+      cluster_launch_config(dim3(1, unsigned(splits), 1), Traits::kThreads, Traits::kSmemBytes, nullptr, &cluster);
   int clusters = 0;
   const bool fits = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
   if (!fits) (void)cudaGetLastError();  // clear it: the call falls back, it does not fail
@@ -145,7 +138,7 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     params.kv_splits = bwd_kv_splits(p, params.n_blocks);
     if (params.kv_splits > 1) {
       auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
-      const Status opted_in = opt_in_bwd_smem_once<Traits, true, true>(kernel, p.device.ordinal);
+      const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, true, true>, kSmemBytes>(p.device.ordinal);
       if (!opted_in.ok()) return opted_in;
       if (!bwd_clusters_fit<Traits>(kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
     }
@@ -153,25 +146,15 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
-    const Status opted_in = opt_in_bwd_smem_once<Traits, kSingleBlock, false>(kernel, p.device.ordinal);
+    const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);
     if (!opted_in.ok()) return opted_in;
     kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
     return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
   }
   if constexpr (kSingleBlock) {
     auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(Traits::kThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 1;
-    attribute[0].val.clusterDim.y = static_cast<unsigned>(params.kv_splits);
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute cluster = cluster_dimension(1, static_cast<unsigned>(params.kv_splits));
+    cudaLaunchConfig_t config = cluster_launch_config(grid, Traits::kThreads, kSmemBytes, stream, &cluster);
     return cuda_status(cudaLaunchKernelEx(&config, kernel, params),
                        "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
   }

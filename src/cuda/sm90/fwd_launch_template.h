@@ -19,6 +19,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_variant.h"
+#include "cuda/sm90/cluster_launch.h"
 #include "cuda/sm90/fwd_kernel.h"
 #include "cuda/sm90/fwd_launch.h"
 #include "cuda/sm90/fwd_score_options.h"
@@ -154,17 +155,9 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
 // #SMs / kClusterM.
 template <int kClusterM, class Kernel>
 int max_active_clusters(Kernel kernel, int threads, int smem_bytes, int sm_count) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(sm_count / kClusterM * kClusterM));
-  config.blockDim = dim3(unsigned(threads));
-  config.dynamicSmemBytes = size_t(smem_bytes);
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kClusterM;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  cudaLaunchAttribute cluster = cluster_dimension(kClusterM, 1);
+  cudaLaunchConfig_t config = cluster_launch_config(dim3(unsigned(sm_count / kClusterM * kClusterM)), unsigned(threads),
+                                                    size_t(smem_bytes), nullptr, &cluster);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters <= 0) {
     (void)cudaGetLastError();  // clear it: a fallback, not a failure of this call
@@ -215,18 +208,9 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
   const auto option_args = FwdOptionArgs<kVariant>::of(p);
   if constexpr (kClusterM > 1) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(grid));
-    config.blockDim = dim3(unsigned(Traits::kThreads));
-    config.dynamicSmemBytes = size_t(kSmemBytes);
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kClusterM;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    cudaLaunchAttribute cluster = cluster_dimension(kClusterM, 1);
+    cudaLaunchConfig_t config =
+        cluster_launch_config(dim3(unsigned(grid)), unsigned(Traits::kThreads), size_t(kSmemBytes), stream, &cluster);
     return cuda_status(cudaLaunchKernelEx(&config, kernel, params, scheduler, option_args),
                        "flashcore::forward: launching the sm90 forward kernel (cluster)");
   } else {
