@@ -31,6 +31,8 @@ struct FwdTileSize {
   // inside the noise), and the d256 clustered kernel spills 28 B (its consumers get 232
   // registers there, the producer needing 40); dev A/B variants 16-19 keep it measurable.
   int cluster_m = 1;
+  // One Q buffer only: prefetch the next tile's Q into L2 during this tile (Traits::kPrefetchNextQ).
+  bool prefetch_next_q = false;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
