@@ -54,7 +54,7 @@ cd dev/sm90
 
 stamp ncu
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
-PROBE_VARIANTS="bf16:256:20,bf16:128:22" timeout 100 $NCU --clock-control none --kernel-name regex:"fwd_kernel|sdpa|fprop|flash|fmha|attn|cudnn" --launch-count 8 \
+PROBE_VARIANTS="bf16:256:20,bf16:128:22" timeout 80 $NCU --clock-control none --kernel-name regex:"fwd_kernel|sdpa|fprop|flash|fmha|attn|cudnn" --launch-count 8 \
   --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
   --section WarpStateStats --section LaunchStats --section Occupancy \
   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min \
@@ -68,31 +68,32 @@ stamp abbench
 ROUNDS=1 ITERS=10 LATENCY=0 FC_LIB_A=$L FC_LIB_B=$L BENCH_NAME=abbench_s9.json \
   CELLS="bf16:256:0:2048,4096,8192;fp16:256:0:2048,4096;bf16:256:1:2048,4096;fp16:256:1:2048;bf16:128:0:2048,4096;fp16:128:0:2048;bf16:128:1:2048,4096" \
   EXTRA="pf256=$L@20@256:0,256:1;pf256h=$L@21@256:0,256:1;pf128=$L@22@128:0,128:1;pf128h=$L@23@128:0,128:1" \
-  timeout 100 python3 abbench.py 2>&1 | tee $OUT/abbench_s9.txt | grep -v "^$"
-
-stamp waves
-PROBE_VARIANTS="bf16:256:20,bf16:128:22,fp16:256:21" timeout 50 python3 s9_probe.py waves 2>&1 | tee $OUT/waves_s9.txt
-cd $root
-
-stamp latency
-FLASHCORE_LIBRARY=$root/build/s9/src/c_api/libflashcore_c.so timeout 70 bash scripts/bench.sh --hopper --no-sweep \
-  --no-memory --impls flashcore,flashcore_sm90,sdpa_cudnn,sdpa_flash --latency-runs 300 --plots none \
-  --cli build/s9/tools/flashcore --out-dir $OUT/bench --flat --commit "${COMMIT:-unknown}" > $OUT/latency.txt 2>&1
-echo "latency rc=$?"; grep -iE "latency|p50|eager|graph" $OUT/latency.txt | head -20
+  timeout 80 python3 abbench.py 2>&1 | tee $OUT/abbench_s9.txt | grep -v "^$"
 
 stamp correctness
-cd dev/sm90
 S=compute-sanitizer; [ -x /usr/local/cuda/bin/compute-sanitizer ] && S=/usr/local/cuda/bin/compute-sanitizer
 for tool in memcheck racecheck synccheck; do
-  SAN_SHAPES=11,12,15,16 SAN_VARIANTS=128:22,256:20 SAN_VARIANTS_CAUSAL=1 timeout 100 $S --tool $tool \
+  SAN_SHAPES=11,12,15,16 SAN_VARIANTS=128:22,256:20 SAN_VARIANTS_CAUSAL=1 timeout 80 $S --tool $tool \
     --kernel-name kns=fwd_kernel --error-exitcode 7 python3 san.py > $OUT/san_${tool}_s9.txt 2>&1 &
 done
 CHECK_DIMS=128,256 CHECK_VARIANTS="bf16:128:22,bf16:256:20,fp16:128:23,fp16:256:21" CHECK_VARIANTS_CAUSAL=1 \
-  CHECK_NAME=check_s9.json timeout 100 python3 check.py > $OUT/check_s9.txt 2>&1 &
-FLASHCORE_KERNELS=sm90 timeout 100 $root/build/s9/tests/gpu/flashcore_gpu_tests --gtest_filter='*CudaForward*' \
+  CHECK_NAME=check_s9.json timeout 80 python3 check.py > $OUT/check_s9.txt 2>&1 &
+FLASHCORE_KERNELS=sm90 timeout 80 $root/build/s9/tests/gpu/flashcore_gpu_tests --gtest_filter='*CudaForward*' \
   > $OUT/gpu_tests_sm90.log 2>&1 &
 wait
 grep "FAIL\|cases" $OUT/check_s9.txt | head -8
 for tool in memcheck racecheck synccheck; do echo "sanitizer $tool: $(tail -2 $OUT/san_${tool}_s9.txt | tr '\n' ' ')"; done
 echo "gpu tests (sm90, forward): $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' $OUT/gpu_tests_sm90.log | tr '\n' ' ')"
+cd $root
+stamp latency
+FLASHCORE_LIBRARY=$root/build/s9/src/c_api/libflashcore_c.so timeout 50 bash scripts/bench.sh --hopper --no-sweep \
+  --no-memory --impls flashcore,flashcore_sm90,sdpa_cudnn,sdpa_flash --latency-runs 300 --plots none \
+  --cli build/s9/tools/flashcore --out-dir $OUT/bench --flat --commit "${COMMIT:-unknown}" > $OUT/latency.txt 2>&1
+echo "latency rc=$?"; grep -iE "latency|p50|eager|graph" $OUT/latency.txt | head -20
+
+cd dev/sm90
+stamp waves
+PROBE_VARIANTS="bf16:256:20,bf16:128:22,fp16:256:21" timeout 40 python3 s9_probe.py waves 2>&1 | tee $OUT/waves_s9.txt
+
+cd $root
 stamp done
