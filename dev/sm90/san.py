@@ -16,12 +16,16 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal
     # s8, clusters of 2 CTAs sharing K/V (non-causal d128/d256): an odd m_block count (a CTA past
     # seqlen_q), ragged keys, several items per cluster, the d128 main tile past 4k keys
     (1, 300, 260, 2, 1, 256, False), (2, 700, 1000, 8, 2, 256, False), (1, 200, 4200, 2, 1, 128, False),
+    # s9, the next tile's Q prefetched into L2: more tiles / zig-zag items than the 132-CTA grid, so
+    # CTAs prefetch for a second tile (d256 non-causal 160 tiles, d128 causal 160 items, GQA)
+    (2, 600, 500, 16, 2, 256, False), (1, 600, 600, 64, 8, 128, True),
 ]
 # SAN_SHAPES="12,13,14": only these shapes (indices into the list).
 only = {int(x) for x in os.environ.get("SAN_SHAPES", "").split(",") if x}
 shapes = [sh for i, sh in enumerate(shapes) if not only or i in only]
 # SAN_VARIANTS="128:16,256:17": non-causal shapes of that head dim run that dev variant.
 variants = {int(x.split(":")[0]): int(x.split(":")[1]) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x}
+variants_causal = os.environ.get("SAN_VARIANTS_CAUSAL") == "1"  # causal shapes run the variant too
 skip = {int(x) for x in os.environ.get("SAN_SKIP_DIMS", "").split(",") if x}  # dims a partial build lacks
 for dtype in (torch.bfloat16,):
     for b, sq, sk, hq, hkv, d, causal in shapes:
@@ -32,7 +36,7 @@ for dtype in (torch.bfloat16,):
         v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dtype)
         lse = torch.empty(b, hq, sq, device="cuda", dtype=torch.float32)
         if variants:
-            fc_sm90.VARIANT = -1 if causal else variants.get(d, -1)
+            fc_sm90.VARIANT = -1 if causal and not variants_causal else variants.get(d, -1)
         fc_sm90.forward(q, k, v, causal, lse=lse)
 torch.cuda.synchronize()
 print("san.py done")

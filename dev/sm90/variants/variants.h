@@ -27,6 +27,12 @@ flashcore::Status run_variant_s8_d128_bf16_cluster(const flashcore::cuda::FwdPar
 flashcore::Status run_variant_s8_d256_bf16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s8_d128_fp16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s8_d256_fp16_cluster(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d256_bf16_prefetch(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d256_fp16_prefetch(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d128_bf16_prefetch(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d128_fp16_prefetch(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d256_bf16_base(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_s9_d256_bf16_n64(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
@@ -40,6 +46,11 @@ flashcore::Status run_variant_s8_d256_fp16_cluster(const flashcore::cuda::FwdPar
 // s8: 15 bf16 d64 with 2 K/V stages (v7b's tile, A/B against v8's 3-stage build; the library's
 // tile again after v8); 16/17 bf16 d128/d256 and
 // 18/19 fp16 d128/d256 non-causal in clusters of 2 CTAs sharing K/V by TMA multicast (non-causal only).
+// s9: the next tile's Q prefetched into L2 during this one (one Q buffer), causal and not: 20/21
+// bf16/fp16 d256 (the library's tile), 22/23 bf16/fp16 d128 (non-causal up to 4k keys 128 x 128
+// with 3 stages and one Q buffer instead of the short-keys tile; causal the library's tile).
+// s9, second call (a harness of variants only): 24 bf16 d256 as shipped before s9 (no prefetch),
+// 25 bf16 d256 with 64-key blocks (+ prefetch); causal through the zig-zag grid only.
 // Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
@@ -74,6 +85,18 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 17: return run_variant_s8_d256_bf16_cluster(p, s);
     case 18: return run_variant_s8_d128_fp16_cluster(p, s);
     case 19: return run_variant_s8_d256_fp16_cluster(p, s);
+#endif
+#if defined(FC_SM90_VARIANTS_7) || defined(FC_SM90_VARIANTS_8)  // 8: beside 24 and 25
+    case 20: return run_variant_s9_d256_bf16_prefetch(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_7
+    case 21: return run_variant_s9_d256_fp16_prefetch(p, s);
+    case 22: return run_variant_s9_d128_bf16_prefetch(p, s);
+    case 23: return run_variant_s9_d128_fp16_prefetch(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_8
+    case 24: return run_variant_s9_d256_bf16_base(p, s);
+    case 25: return run_variant_s9_d256_bf16_n64(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       typename Mainloop::State k_state, v_state;
       int iteration = 0;
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t), ++iteration) {
-        Mainloop::load(params, options, shared, k_state, v_state, scheduler.decode(t), iteration);
+        Mainloop::load(params, options, shared, k_state, v_state, scheduler.decode(t), iteration, scheduler, t);
       }
       Mainloop::load_tail(shared, k_state, v_state);
     }

@@ -226,7 +226,8 @@ using FwdTraitsFor =
               kIsCausal, fwd_tile_size(kKind, kHeadDim, kIsCausal).ping_pong,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).q_stages,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option

@@ -69,9 +69,12 @@ struct FwdMainloop {
   }
 
   // Producer: `iteration` counts the tiles this CTA has loaded before (which Q buffer, and the
-  // phase of its barriers).
+  // phase of its barriers); `t` is the scheduler's handle of `tile` (its successor's Q may be
+  // prefetched).
+  template <class Scheduler>
   __forceinline__ __device__ static void load(Params const& params, OptionArgs const& args, SharedStorage& shared,
-                                              State& k_state, State& v_state, FwdTile const& tile, int iteration) {
+                                              State& k_state, State& v_state, FwdTile const& tile, int iteration,
+                                              Scheduler const& scheduler, int t) {
     using namespace cute;
     Pipeline pipeline_k{shared.pipeline_k};
     Pipeline pipeline_v{shared.pipeline_v};
@@ -138,12 +141,34 @@ struct FwdMainloop {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_q[stage], Traits::kBytesQ);
       copy(params.tma_q.with(shared.barrier_q[stage]), tQgQ, tQsQ);
     };
+    // kPrefetchNextQ: the next tile's Q goes to L2 when this tile has kPrefetchLead key blocks
+    // left to load (at its start if it is shorter). The producer runs about kStages blocks ahead of
+    // the consumers, so that is kPrefetchLead + kStages blocks (>= 5-10 us at d128-d256) before
+    // the consumers free Q's buffer: enough for every CTA's Q to arrive from HBM at once (the
+    // persistent CTAs reach their tile boundaries together), late enough that the streaming K/V
+    // do not evict it first.
+    constexpr int kPrefetchLead = 4;
+    auto prefetch_next_q = [&]() {
+      if constexpr (Traits::kPrefetchNextQ) {
+        const int t_next = scheduler.next_tile(t);
+        if (scheduler.valid(t_next)) {
+          const FwdTile next = scheduler.decode(t_next);
+          Tensor mQn = domain_offset(make_coord(-params.row_offset, _0{}),
+                                     params.tma_q.get_tma_tensor(params.shape_q)(_, _, next.head, next.batch));
+          Tensor gQn = local_tile(mQn, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(next.m_block, _0{}));
+          cute::prefetch(params.tma_q, get<0>(tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                                            group_modes<0, 2>(gQn))));
+        }
+      }
+    };
     const auto trips = Score::trip_counts(Score::mask_of(params, args), tile.m_block);
     const int n_begin = trips.n_begin, n_end = trips.n_end;
     if constexpr (Traits::kQStages > 1) load_q();
     if (n_end > n_begin) load_k(n_end - 1);
     if constexpr (Traits::kQStages == 1) load_q();
+    if (n_end - 1 <= n_begin + kPrefetchLead) prefetch_next_q();
     for (int n = n_end - 1; n > n_begin; --n) {
+      if (n == n_begin + kPrefetchLead) prefetch_next_q();
       load_k(n - 1);
       load_v(n);
     }

@@ -22,7 +22,7 @@
 namespace flashcore::cuda::sm90 {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1>
+          bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1, bool kPrefetchNextQ_ = false>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -36,6 +36,11 @@ struct FwdTraits {
   // its own (the tile-boundary Q latency hidden), where shared memory has room for it.
   static constexpr int kQStages = kQStages_;
   static_assert(kQStages == 1 || kQStages == 2);
+  // One Q buffer: the producer prefetches the next tile's Q into L2 (a TMA prefetch, no smem) a
+  // few key blocks before this tile ends, so the Q load at the tile boundary, which may start
+  // only once this tile's last QK^T is done, reads L2 instead of HBM (fwd_mainloop.h).
+  static constexpr bool kPrefetchNextQ = kPrefetchNextQ_;
+  static_assert(!kPrefetchNextQ || kQStages == 1, "with two Q buffers the next Q is already loaded during this tile");
   // One softmax exponential in kExp2FmaEvery on the FMA pipe instead of MUFU (0: none); see
   // fwd_softmax.h and common/exp2_fma.h.
   static constexpr int kExp2FmaEvery = kExp2FmaEvery_;
