@@ -38,13 +38,34 @@ inline bool use_fma_decode_kernel() {
 // stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
 // but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
 // resident warps, not by deeper pipelines; v4 measured a one-tile-ahead read of the page ids and
-// found it slower still). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
-inline int decode_stages(bool paged) {
+// found it slower still): that is the "fixed" rule. v6: when the unsplit grid fills at most a
+// quarter of the SMs (batch 1-4 at GQA 32:8), nearly all of the grid is splits, and the deepest
+// pipeline at one CTA a SM (deep_decode_stages) halves the splits for the same bytes in flight a SM:
+// half the CTAs paying a pipeline fill, half the partials to merge after the slowest split.
+// FLASHCORE_DECODE_STAGES=2, 3, deep or fixed forces one, for A/B runs.
+inline constexpr int kDeepStages = -1;
+inline int decode_stages(bool paged, long long unsplit_ctas, int sm_count) {
   static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
-    return env == nullptr ? 0 : std::atoi(env);
+    if (env == nullptr) return 0;
+    if (std::strcmp(env, "deep") == 0) return kDeepStages;
+    if (std::strcmp(env, "fixed") == 0) return 1;
+    return std::atoi(env);
   }();
-  return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
+  if (forced == 2 || forced == 3 || forced == kDeepStages) return forced;
+  if (forced != 1 && unsplit_ctas * 4 <= sm_count) return kDeepStages;
+  return paged ? 2 : 3;
+}
+
+// How a paged tile finds its keys' cache offsets: one lane a key, shared by shuffles (the default,
+// v6), or every lane for each chunk it copies when FLASHCORE_DECODE_PAGE_IDS is "per-chunk" (the
+// v1-v5 path, for A/B runs).
+inline bool page_ids_by_lane() {
+  static const bool on = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_PAGE_IDS");
+    return env == nullptr || std::strcmp(env, "per-chunk") != 0;
+  }();
+  return on;
 }
 
 // How the splits merge: in the decode kernel, by the split CTA that finishes last (the default), or
@@ -118,9 +139,24 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
-    if (decode_stages(params.block_table != nullptr) == 3) {
+    // Contiguous caches never take the page-offset path: their kernels are built without it (v4
+    // measured code a contiguous cache never runs slowing it down).
+    const bool paged = params.block_table != nullptr;
+    constexpr int kRows = DecodeMmaTraits<Element, kHeadDim>::kRows;  // every variant's
+    const long long unsplit_ctas = static_cast<long long>(params.batch) * params.heads_kv *
+                                   ((params.group_size * params.seqlen_q + kRows - 1) / kRows);
+    const int stages = decode_stages(paged, unsplit_ctas, params.device.sm_count);
+    if (stages == kDeepStages) {
+      using Deep = DecodeMmaTraits<Element, kHeadDim, deep_decode_stages<Element, kHeadDim>(), true>;
+      return launch_decode<Deep>(params, stream, &decode_mma_kernel<Deep>);
+    }
+    if (stages == 3) {
       using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
       return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
+    }
+    if (paged && page_ids_by_lane()) {
+      using Mma2Paged = DecodeMmaTraits<Element, kHeadDim, 2, true>;
+      return launch_decode<Mma2Paged>(params, stream, &decode_mma_kernel<Mma2Paged>);
     }
     using Mma = DecodeMmaTraits<Element, kHeadDim>;
     return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);
