@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
-# default rule, v5's fixed stages, the 2- and 3-stage variants, the per-chunk page offsets and the
-# FP32-FMA one on subsets), compute-sanitizer
+# 2- and 3-stage variants, the per-chunk page offsets and the FP32-FMA one on subsets), compute-sanitizer
 # memcheck and racecheck on small cases, the Python tests on CUDA, and the decode benchmark
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
@@ -43,7 +42,6 @@ wanted mma && gtest mma "" '*KvCache*'
 wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
-wanted fixed && gtest fixed FLASHCORE_DECODE_STAGES=fixed '*KvCache*'
 wanted per_chunk && gtest per_chunk FLASHCORE_DECODE_PAGE_IDS=per-chunk '*KvCache*paged*bf16*'
 if wanted memcheck; then
   step "compute-sanitizer memcheck"
@@ -51,13 +49,6 @@ if wanted memcheck; then
     --gtest_filter="${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
     >"$out/memcheck.txt" 2>&1
   echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.txt" | tr '\n' ' ')" | tee -a "$log"
-fi
-if wanted memcheck_fixed; then
-  step "compute-sanitizer memcheck, v5's fixed stages (the small test grids otherwise take the deep pipeline)"
-  FLASHCORE_DECODE_STAGES=fixed timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
-    --gtest_filter="CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3" \
-    >"$out/memcheck_fixed.txt" 2>&1
-  echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck_fixed.txt" | tr '\n' ' ')" | tee -a "$log"
 fi
 if wanted racecheck; then
   step "compute-sanitizer racecheck"
@@ -84,7 +75,7 @@ if wanted bench2; then
 fi
 if wanted bench_combine_kernel; then
   step "decode benchmark, separate combine kernel (A/B of the fused merge)"
-  FLASHCORE_DECODE_STAGES=${COMBINE_STAGES:-fixed} FLASHCORE_DECODE_COMBINE=kernel PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+  FLASHCORE_DECODE_COMBINE=kernel PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
     --batches "${AB_BATCHES:-1,8}" --label _combine_kernel --out "$out/bench_combine_kernel.json" 2>&1 | tee -a "$log"
 fi
 if wanted bench_stream_ordered; then
@@ -92,20 +83,10 @@ if wanted bench_stream_ordered; then
   FLASHCORE_DECODE_WORKSPACE=stream-ordered PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
     --batches "${AB_BATCHES:-1,8}" --label _stream_ordered --out "$out/bench_stream_ordered.json" 2>&1 | tee -a "$log"
 fi
-if wanted bench_deep; then
-  step "decode benchmark, the deepest pipeline at one CTA a SM at every batch (FLASHCORE_DECODE_STAGES=deep)"
-  FLASHCORE_DECODE_STAGES=deep PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
-    --batches "${DEEP_BATCHES:-8,64}" --label _deep --out "$out/bench_deep.json" 2>&1 | tee -a "$log"
-fi
-if wanted bench_fixed; then
-  step "decode benchmark, v5's fixed stages (3 contiguous, 2 paged) where v6 takes the deep pipeline"
-  FLASHCORE_DECODE_STAGES=fixed PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
-    --batches "${AB_BATCHES:-1}" --split-sweep "${FIXED_SWEEP:-}" --label _fixed_stages --out "$out/bench_fixed.json" 2>&1 | tee -a "$log"
-fi
-if wanted bench_v5_kernels; then
-  step "decode benchmark, v5's kernel choice: fixed stages and page offsets per chunk (A/B of v6's kernels)"
-  FLASHCORE_DECODE_STAGES=fixed FLASHCORE_DECODE_PAGE_IDS=per-chunk PYTHONPATH=python timeout 90 python3 -W ignore \
-    bench/kvcache_decode.py --skip-sdpa --label _v5_kernels --out "$out/bench_v5_kernels.json" 2>&1 | tee -a "$log"
+if wanted bench_per_chunk; then
+  step "decode benchmark, page offsets per chunk (v5's paged kernel; A/B of one lane a key)"
+  FLASHCORE_DECODE_PAGE_IDS=per-chunk PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --pages "${PER_CHUNK_PAGES:-0,16}" --label _per_chunk --out "$out/bench_per_chunk.json" 2>&1 | tee -a "$log"
 fi
 if wanted fma_bench; then
   step "decode benchmark, FP32-FMA kernel"

@@ -38,23 +38,16 @@ inline bool use_fma_decode_kernel() {
 // stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
 // but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
 // resident warps, not by deeper pipelines; v4 measured a one-tile-ahead read of the page ids and
-// found it slower still): that is the "fixed" rule. v6: when the unsplit grid fills at most a
-// quarter of the SMs (batch 1-4 at GQA 32:8), nearly all of the grid is splits, and the deepest
-// pipeline at one CTA a SM (deep_decode_stages) halves the splits for the same bytes in flight a SM:
-// half the CTAs paying a pipeline fill, half the partials to merge after the slowest split.
-// FLASHCORE_DECODE_STAGES=2, 3, deep or fixed forces one, for A/B runs.
-inline constexpr int kDeepStages = -1;
-inline int decode_stages(bool paged, long long unsplit_ctas, int sm_count) {
+// found it slower still). v6 measured the deepest pipeline at one CTA a SM (d128: 6 stages, half
+// the splits) slower at every batch, contiguous and paged (+26% at batch 1): one warp a SM
+// sub-partition leaves each tile's math latency exposed. FLASHCORE_DECODE_STAGES=2 or 3 forces
+// one, for A/B runs.
+inline int decode_stages(bool paged) {
   static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
-    if (env == nullptr) return 0;
-    if (std::strcmp(env, "deep") == 0) return kDeepStages;
-    if (std::strcmp(env, "fixed") == 0) return 1;
-    return std::atoi(env);
+    return env == nullptr ? 0 : std::atoi(env);
   }();
-  if (forced == 2 || forced == 3 || forced == kDeepStages) return forced;
-  if (forced != 1 && unsplit_ctas * 4 <= sm_count) return kDeepStages;
-  return paged ? 2 : 3;
+  return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
 }
 
 // How a paged tile finds its keys' cache offsets: one lane a key, shared by shuffles (the default,
@@ -142,15 +135,7 @@ Status run_decode(const DecodeParams& params, cudaStream_t stream) {
     // Contiguous caches never take the page-offset path: their kernels are built without it (v4
     // measured code a contiguous cache never runs slowing it down).
     const bool paged = params.block_table != nullptr;
-    constexpr int kRows = DecodeMmaTraits<Element, kHeadDim>::kRows;  // every variant's
-    const long long unsplit_ctas = static_cast<long long>(params.batch) * params.heads_kv *
-                                   ((params.group_size * params.seqlen_q + kRows - 1) / kRows);
-    const int stages = decode_stages(paged, unsplit_ctas, params.device.sm_count);
-    if (stages == kDeepStages) {
-      using Deep = DecodeMmaTraits<Element, kHeadDim, deep_decode_stages<Element, kHeadDim>(), true>;
-      return launch_decode<Deep>(params, stream, &decode_mma_kernel<Deep>);
-    }
-    if (stages == 3) {
+    if (decode_stages(paged) == 3) {
       using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
       return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
     }

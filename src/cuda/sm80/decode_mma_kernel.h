@@ -55,16 +55,6 @@ struct DecodeMmaTraits {
   static_assert(kWarpKeys <= 32, "one lane a key when the lanes share the page offsets");
 };
 
-// The deepest pipeline that fits one CTA a SM (at most 200 KB of the H100's 227, capped at 8
-// stages): fewer, longer CTAs with more bytes in flight each, for the split-KV grids of small batches
-// (FLASHCORE_DECODE_STAGES=deep; docs/kvcache.md, v6). d128: 6 stages, 196 KB.
-template <typename Element, int kHeadDim>
-constexpr int deep_decode_stages() {
-  constexpr int stage_bytes = 4 * 2 * 16 * kHeadDim * static_cast<int>(sizeof(Element));  // kWarps x K,V x kWarpKeys rows
-  constexpr int q_bytes = 16 * kHeadDim * static_cast<int>(sizeof(Element));
-  return std::min(8, (200 * 1024 - q_bytes) / stage_bytes);
-}
-
 namespace decode_mma {
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][kHeadDim] tile.
