@@ -255,7 +255,8 @@ def main():
                 row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
                            num_splits=forced_splits or "auto",
                            decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
-                           decode_stages=int(os.environ.get("FLASHCORE_DECODE_STAGES") or (2 if page else 3)),
+                           decode_stages=os.environ.get("FLASHCORE_DECODE_STAGES") or "auto",
+                           page_ids=(os.environ.get("FLASHCORE_DECODE_PAGE_IDS") or "by-lane") if page else None,
                            workspace=os.environ.get("FLASHCORE_DECODE_WORKSPACE") or "cached",
                            combine=os.environ.get("FLASHCORE_DECODE_COMBINE") or "fused")
                 try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
-# 2- and 3-stage variants and the FP32-FMA one on subsets), compute-sanitizer
+# 2- and 3-stage variants, the per-chunk page offsets and the FP32-FMA one on subsets), compute-sanitizer
 # memcheck and racecheck on small cases, the Python tests on CUDA, and the decode benchmark
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
@@ -42,6 +42,7 @@ wanted mma && gtest mma "" '*KvCache*'
 wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted per_chunk && gtest per_chunk FLASHCORE_DECODE_PAGE_IDS=per-chunk '*KvCache*paged*bf16*'
 if wanted memcheck; then
   step "compute-sanitizer memcheck"
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
@@ -81,6 +82,11 @@ if wanted bench_stream_ordered; then
   step "decode benchmark, stream-ordered split workspace each call (A/B of the cached one)"
   FLASHCORE_DECODE_WORKSPACE=stream-ordered PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
     --batches "${AB_BATCHES:-1,8}" --label _stream_ordered --out "$out/bench_stream_ordered.json" 2>&1 | tee -a "$log"
+fi
+if wanted bench_per_chunk; then
+  step "decode benchmark, page offsets per chunk (v5's paged kernel; A/B of one lane a key)"
+  FLASHCORE_DECODE_PAGE_IDS=per-chunk PYTHONPATH=python timeout 90 python3 -W ignore bench/kvcache_decode.py --skip-sdpa \
+    --pages "${PER_CHUNK_PAGES:-0,16}" --label _per_chunk --out "$out/bench_per_chunk.json" 2>&1 | tee -a "$log"
 fi
 if wanted fma_bench; then
   step "decode benchmark, FP32-FMA kernel"

@@ -25,6 +25,13 @@ TEST(DecodeSplits, FillsTheGpuWhenOneSequenceCannot) {
   EXPECT_LE(s, 128 / kMinTilesPerSplit);
 }
 
+TEST(DecodeSplits, SplitsGetEqualWholeTiles) {
+  // 128 tiles: 29 splits fill 88% of the slots but some read 5 tiles, the rest 4; 32 read 4 each.
+  EXPECT_EQ(choose_decode_splits(8, 128, kSms, kPerSm), 32);
+  // One CTA a SM (a deeper pipeline): 16 splits of 8 tiles on 132 slots, not 15 of 8 or 9.
+  EXPECT_EQ(choose_decode_splits(8, 128, kSms, 1), 16);
+}
+
 TEST(DecodeSplits, NoSplitWhenTheGridIsFullAndEven) {
   EXPECT_EQ(choose_decode_splits(kSms * kPerSm * 4, 128, kSms, kPerSm), 1);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -166,6 +167,24 @@ TEST(CudaKvCacheSanitize, RepeatedCallsShareTheWorkspace) {
       EXPECT_TRUE(failures.empty()) << "call " << call << " (page " << page << ", batch " << batch << ", splits " << s
                                     << "): " << failures;
       ++call;
+    }
+  }
+}
+
+// The fused merge loads the partials 16 splits at a time and 128 columns a pass: more than 16
+// splits (three batches of loads at 40) and head dim 256 (two column passes), contiguous and paged,
+// full caches (no cache_seqlens), so the split counts are not capped by a short sequence.
+TEST(CudaKvCacheSanitize, ManySplitsMergeInBatches) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const std::pair<std::int64_t, int> dims_and_splits[] = {{128, 40}, {256, 20}};
+  for (const std::int64_t page : {0, 16}) {
+    for (const auto& [head_dim, splits] : dims_and_splits) {
+      KvCacheCase c{"many_splits", 1, 1, 32, 8, head_dim, 4096, page};
+      c.full = true;
+      c.num_splits = splits;
+      const std::string failures = run_against_reference(c, DType::kBFloat16, 21);
+      EXPECT_TRUE(failures.empty()) << "page " << page << ", head_dim " << head_dim << ", splits " << splits << ": "
+                                    << failures;
     }
   }
 }

@@ -16,6 +16,10 @@
 //     kMaxSplits (the combine keeps one weight per split). Measured (docs/kvcache.md, v2): batch 1,
 //     8k keys in 128 tiles: 45 splits of ~3 tiles 25.6 us, 32 of 4 tiles 23.1 us, 64 of 2 tiles
 //     32.7 us: below 4 tiles a CTA's fill latency dominates, hence 4.
+//  4. Tiles are whole: a split of `tiles` reads ceil(tiles / s) of them on its critical path, so
+//     efficiency(s) also counts tiles / (s ceil(tiles / s)). Without it, batch 1 at 8k keys (128
+//     tiles, 264 slots) took 29 splits, of which some read 5 tiles and the rest 4: the step lasted
+//     as long as 5 tiles a split, not the 4.4 the slot count promised (session 9, docs/kvcache.md).
 // The choice: the smallest s within 90% of the best efficiency over s in [1, s_max]; the smallest,
 // because more splits than needed only add combine traffic and fills.
 #pragma once
@@ -31,10 +35,13 @@ inline int choose_decode_splits(long long base_ctas, long long tiles_per_sequenc
   const long long slots = static_cast<long long>(std::max(sm_count, 1)) * std::max(ctas_per_sm, 1);
   const long long s_max = std::min<long long>(kMaxSplits, std::max<long long>(1, tiles_per_sequence / kMinTilesPerSplit));
   if (base_ctas <= 0 || s_max <= 1) return 1;
+  const long long tiles = std::max<long long>(tiles_per_sequence, 1);
   const auto efficiency = [&](long long s) {
     const long long n = base_ctas * s;
     const long long waves = (n + slots - 1) / slots;
-    return static_cast<double>(n) / static_cast<double>(waves * slots);
+    const long long longest_split = (tiles + s - 1) / s;
+    return static_cast<double>(n) / static_cast<double>(waves * slots) *
+           static_cast<double>(tiles) / static_cast<double>(s * longest_split);
   };
   double best = 0.0;
   for (long long s = 1; s <= s_max; ++s) best = std::max(best, efficiency(s));

@@ -8,9 +8,9 @@
 //    (sequence, kv head, row block) that arrives last (an arrival counter, atomicInc, which wraps
 //    back to 0 on the last arrival, so the counters stay zero between calls) merges that block's
 //    rows. No second launch and no second pass over the rows: measured at batch 1 (docs/kvcache.md,
-//    v5) 24.1 us a step against 24.9 with the separate kernel; the merge itself lengthens the decode
-//    kernel by ~4 us there (a chain of L2 round trips in one CTA at the very end), which is where
-//    the next gain is. v5b's cp.async-staged merge was slower (27.6 us) and is not kept.
+//    v5) 24.1 us a step against 24.9 with the separate kernel; the merge itself lengthened the decode
+//    kernel by ~4 us there (a chain of L2 round trips in one CTA at the very end); v6 cut the chain
+//    to two round trips after the count. v5b's cp.async-staged merge was slower (27.6 us).
 //  - decode_combine_kernel (FLASHCORE_DECODE_COMBINE=kernel, kept for A/B runs): one CTA per query
 //    row. The LSEs are read by all threads at once and reduced in shared memory, the weights kept
 //    there, and each thread sums its columns over the splits with independent loads in flight: a
@@ -83,12 +83,16 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
 // fence + barrier + counter is the classic last-block pattern: each thread's partial stores are made
 // visible device-wide before thread 0 counts the CTA in, and the last CTA reads the others' partials
 // with L2 loads (ld.global.cg: nothing stale in its L1). One warp a row: the lanes read the splits'
-// LSEs (up to kMaxSplits = 4 x 32), reduce them with shuffles, keep the weights in shared memory,
-// then each lane sums 4 columns over the splits with independent 16-byte loads in flight.
+// LSEs (up to kMaxSplits = 4 x 32) and, in the same round trip, the first kInFlight splits' partial
+// columns (they do not depend on the weights); the LSEs reduce with shuffles into weights kept in
+// shared memory while those loads are in flight, then each lane sums its 4 columns over the splits.
+// This tail runs after the slowest split, so its L2 round trips add straight to the step's time:
+// v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), this 2.
 template <typename Element, int kRows, int kThreads>
 __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
                                                          int num_splits) {
   constexpr int kWarps = kThreads / 32;
+  constexpr int kInFlight = 16;  // 16-byte loads a lane has in flight: 64 registers, free after the mainloop
   static_assert(kMaxSplits <= 4 * 32, "four LSEs a lane");
   __shared__ bool is_last;
   __shared__ float weights[kWarps][kMaxSplits];
@@ -106,19 +110,32 @@ __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, 
   const int lane = threadIdx.x % 32;
   const int rows_total = p.group_size * p.seqlen_q;
   const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  const std::int64_t split_stride = rows * p.head_dim;  // floats between two splits' partials of a row
   for (int m = warp; m < kRows && row0 + m < rows_total; m += kWarps) {
     const int r = row0 + m;
     const int h = hk * p.group_size + r / p.seqlen_q;
     const int i = r % p.seqlen_q;
     const std::int64_t row = (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
+    const float* partial_o = p.o_accum + row * p.head_dim;
+    float4 x[kInFlight];
+    // Columns [c, c + 4) of splits [s0, s0 + kInFlight) (zeros past them); head_dim % 4 == 0.
+    const auto load_partials = [&](int c, int s0) {
+#pragma unroll
+      for (int k = 0; k < kInFlight; ++k) {
+        const int s = s0 + k;
+        x[k] = c < p.head_dim && s < num_splits
+                   ? __ldcg(reinterpret_cast<const float4*>(partial_o + s * split_stride + c))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    };
     float lse_s[4];
-    float max_lse = -INFINITY;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int s = lane + 32 * k;
       lse_s[k] = s < num_splits ? __ldcg(p.lse_accum + s * rows + row) : -INFINITY;
-      max_lse = fmaxf(max_lse, lse_s[k]);
     }
+    load_partials(lane * 4, 0);
+    float max_lse = fmaxf(fmaxf(lse_s[0], lse_s[1]), fmaxf(lse_s[2], lse_s[3]));
     for (int offset = 16; offset > 0; offset /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
     float sum = 0.0f;
 #pragma unroll
@@ -132,22 +149,26 @@ __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, 
     }
     __syncwarp();
     Element* out = static_cast<Element*>(p.out) + b * p.o_strides.batch + i * p.o_strides.row + h * p.o_strides.head;
-    for (int c = lane * 4; c < p.head_dim; c += 32 * 4) {
+    for (int c0 = 0; c0 < p.head_dim; c0 += 32 * 4) {
+      const int c = c0 + lane * 4;
       float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float* partial_o = p.o_accum + row * p.head_dim + c;
-#pragma unroll 8
-      for (int s = 0; s < num_splits; ++s) {
-        const float4 x = __ldcg(reinterpret_cast<const float4*>(partial_o + s * rows * p.head_dim));
-        const float wt = weights[warp][s];
-        o.x += wt * x.x;
-        o.y += wt * x.y;
-        o.z += wt * x.z;
-        o.w += wt * x.w;
+      for (int s0 = 0; s0 < num_splits; s0 += kInFlight) {
+        if (c0 > 0 || s0 > 0) load_partials(c, s0);  // the first batch is already in x
+#pragma unroll
+        for (int k = 0; k < kInFlight; ++k) {
+          const float wt = s0 + k < num_splits ? weights[warp][s0 + k] : 0.0f;
+          o.x += wt * x[k].x;
+          o.y += wt * x[k].y;
+          o.z += wt * x[k].z;
+          o.w += wt * x[k].w;
+        }
       }
-      out[c] = static_cast<Element>(o.x);
-      out[c + 1] = static_cast<Element>(o.y);
-      out[c + 2] = static_cast<Element>(o.z);
-      out[c + 3] = static_cast<Element>(o.w);
+      if (c < p.head_dim) {
+        out[c] = static_cast<Element>(o.x);
+        out[c + 1] = static_cast<Element>(o.y);
+        out[c + 2] = static_cast<Element>(o.z);
+        out[c + 3] = static_cast<Element>(o.w);
+      }
     }
     if (lane == 0 && p.lse != nullptr) p.lse[b * p.lse_strides.batch + h * p.lse_strides.head + i] = lse;
     __syncwarp();  // the weights are read before the next row overwrites them

@@ -38,13 +38,27 @@ inline bool use_fma_decode_kernel() {
 // stages (100 KB, 2 CTAs a SM) read a contiguous cache 3-4% faster than two (68 KB, 3 CTAs a SM),
 // but a paged one 14-16% slower (the block-table reads before each tile's loads are hidden by more
 // resident warps, not by deeper pipelines; v4 measured a one-tile-ahead read of the page ids and
-// found it slower still). FLASHCORE_DECODE_STAGES=2 or 3 forces one, for A/B runs.
+// found it slower still). v6 measured the deepest pipeline at one CTA a SM (d128: 6 stages, half
+// the splits) slower at every batch, contiguous and paged (+26% at batch 1): one warp a SM
+// sub-partition leaves each tile's math latency exposed. FLASHCORE_DECODE_STAGES=2 or 3 forces
+// one, for A/B runs.
 inline int decode_stages(bool paged) {
   static const int forced = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_STAGES");
     return env == nullptr ? 0 : std::atoi(env);
   }();
   return forced == 2 || forced == 3 ? forced : (paged ? 2 : 3);
+}
+
+// How a paged tile finds its keys' cache offsets: one lane a key, shared by shuffles (the default,
+// v6), or every lane for each chunk it copies when FLASHCORE_DECODE_PAGE_IDS is "per-chunk" (the
+// v1-v5 path, for A/B runs).
+inline bool page_ids_by_lane() {
+  static const bool on = [] {
+    const char* env = std::getenv("FLASHCORE_DECODE_PAGE_IDS");
+    return env == nullptr || std::strcmp(env, "per-chunk") != 0;
+  }();
+  return on;
 }
 
 // How the splits merge: in the decode kernel, by the split CTA that finishes last (the default), or
@@ -118,9 +132,16 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
-    if (decode_stages(params.block_table != nullptr) == 3) {
+    // Contiguous caches never take the page-offset path: their kernels are built without it (v4
+    // measured code a contiguous cache never runs slowing it down).
+    const bool paged = params.block_table != nullptr;
+    if (decode_stages(paged) == 3) {
       using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
       return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
+    }
+    if (paged && page_ids_by_lane()) {
+      using Mma2Paged = DecodeMmaTraits<Element, kHeadDim, 2, true>;
+      return launch_decode<Mma2Paged>(params, stream, &decode_mma_kernel<Mma2Paged>);
     }
     using Mma = DecodeMmaTraits<Element, kHeadDim>;
     return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);

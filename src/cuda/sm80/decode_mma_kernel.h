@@ -31,10 +31,14 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <typename Element_, int kHeadDim_, int kStages_ = 2>
+// kPageIdsByLane: for a paged cache, each lane of a warp finds one key's cache offsets (one
+// block-table read and one division by the page size) and the warp shares them by shuffles, instead
+// of every lane doing that for each of the 8 keys whose chunks it copies (docs/kvcache.md, v6).
+template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kPageIdsByLane = kPageIdsByLane_;
   static constexpr int kRows = 16;  // the MMA's M
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -48,6 +52,7 @@ struct DecodeMmaTraits {
   static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes);
   static_assert(kHeadDim % 64 == 0, "the swizzle needs at least 8 chunks a row; 16-column MMA k-steps");
+  static_assert(kWarpKeys <= 32, "one lane a key when the lanes share the page offsets");
 };
 
 namespace decode_mma {
@@ -143,6 +148,27 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   const auto load_tile = [&](int tile, int stage) {
     Element* sk = warp_stage(stage);
     Element* sv = sk + Traits::kWarpTileElems;
+    if constexpr (Traits::kPageIdsByLane) {
+      if (p.block_table != nullptr) {
+        // Lane n (and n + 16) finds key n's offsets; the lane copying a chunk of key n takes them by
+        // shuffle. Key row n of the tile is chunk-copied by lanes with idx / kChunks == n.
+        const int key0 = tile * kBlockN + warp * kWarpKeys;
+        std::int64_t lane_k_off = 0, lane_v_off = 0;
+        const bool lane_valid = decode::kv_offsets(p, w, b, key0 + lane % kWarpKeys, &lane_k_off, &lane_v_off);
+        const unsigned valid_keys = __ballot_sync(0xffffffffu, lane_valid);
+#pragma unroll
+        for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
+          const int n = idx / kChunks;
+          const int c = idx % kChunks;
+          const std::int64_t k_off = __shfl_sync(0xffffffffu, lane_k_off, n);
+          const std::int64_t v_off = __shfl_sync(0xffffffffu, lane_v_off, n);
+          const bool valid = c * 8 < p.head_dim && ((valid_keys >> n) & 1u);
+          decode::cp_async_16(sk + swizzled<kHeadDim>(n, c), valid ? k_base + k_off + c * 8 : k_base, valid);
+          decode::cp_async_16(sv + swizzled<kHeadDim>(n, c), valid ? v_base + v_off + c * 8 : v_base, valid);
+        }
+        return;
+      }
+    }
 #pragma unroll
     for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
       const int n = idx / kChunks;
