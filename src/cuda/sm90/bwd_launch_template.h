@@ -1,6 +1,6 @@
 // Launch of the sm90 backward pass for one (dtype, head dim): TMA descriptors from the caller's
-// strides, the dynamic smem limit raised, then memset -> preprocess -> main -> convert on the
-// stream. Included only by src/cuda/instantiations/bwd_sm90_*.cu.
+// strides, the dynamic smem limit raised, then preprocess (which zeroes dq_accum) -> main ->
+// convert on the stream. Included only by src/cuda/instantiations/bwd_sm90_*.cu.
 #pragma once
 
 // Before any CuTe header (bwd_traits.h says why).
@@ -78,17 +78,21 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
 
 // CTAs (a cluster along y) that split a kv head's group of query heads (bwd_cluster_reduce.h).
 // Splitting pays when the grid is small next to the GPU (a few waves of CTAs, each sweeping
-// group_size query heads; causal block 0 the longest): 4 below 4 waves, 2 below 8, when the group
-// divides. Each CTA then also loads K and V and sums through DSMEM (about 2 x 64 KB of fp32 per
-// CTA at d128), small next to group_size / S sweeps. `columns` is the grid's x: key blocks, or
-// dq_accum slices in deterministic mode (there the sum is as ordered as the default mode's, and
-// each slice still has one writer per query head: the split CTAs sweep different heads).
+// group_size query heads; causal block 0 the longest); each CTA then also loads K and V and sums
+// through DSMEM (about 2 x 64 KB of fp32 per CTA at d128). `columns` is the grid's x: key blocks,
+// or dq_accum slices in deterministic mode (there the sum is as ordered as the default mode's, and
+// each slice keeps one writer per query head: the split CTAs sweep different heads).
+// Measured on the H100 (docs/tuning/backward_sm90.md, run 5; GQA 4:1 and 8:1 causal, d64/d128,
+// 4k/8k): in the default mode 2 CTAs a group beat 4 in 7 of 8 cells (+11 to +15 % at 8k, -2 to
+// +11 % at 4k) and no split by -1 to +32 %; in deterministic mode (a grid of about one wave) 4
+// beat 2 by 1-8 %. Groups of 16 and more keep 4 below 4 waves (not measured).
 inline int bwd_kv_splits(const BwdParams& p, int columns) {
   if (p.forced_kv_splits > 0) return p.forced_kv_splits;
   if (p.group_size < 2) return 1;
   const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
   const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
-  if (p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
+  const bool four_pay = p.deterministic || p.group_size >= 16;
+  if (four_pay && p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
   if (p.group_size % 2 == 0 && ctas < 8 * wave) return 2;
   return 1;
 }
@@ -184,11 +188,12 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
                                 " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
                                 " offers " + std::to_string(p.device.max_smem_per_block));
   }
-  const std::size_t dq_accum_bytes = static_cast<std::size_t>(p.num_splits) * p.dq_accum_split_stride * sizeof(float);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes, stream));
-
+  // The preprocess also zeroes dq_accum (its rows are the preprocess's rows, kHeadDim floats each:
+  // plan_bwd_workspace): one pass less than a memset, which took 41 us of a 1.5 ms d128 backward
+  // on the H100 (docs/tuning/backward_sm90.md, run 5).
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
+  sm80::bwd_preprocess_kernel<typename Traits::Element, Traits::kHeadDim>
+      <<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
   Status status;
