@@ -8,8 +8,7 @@
 // adds into one address to complete in a fixed order: with one CTA per dq_accum slice and each
 // warp owning its run of a tile, it is enough that a warp's adds of one key block have completed
 // before its adds of the next one start (dq_bulk_drain at the key-block boundary), since within a
-// key block's sweep the warp adds into each tile once. (Until session 9 every add waited for the
-// previous one to complete: docs/tuning/backward_sm90.md, session 9.)
+// key block's sweep the warp adds into each tile once.
 #pragma once
 
 #include <cute/tensor.hpp>
