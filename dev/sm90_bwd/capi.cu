@@ -96,6 +96,11 @@ extern "C" int64_t fc_sm90_bwd_workspace_size(int batch, int heads_q, int heads_
   return static_cast<int64_t>(fc::sm90::plan_bwd_workspace(p, kernel_dim).total_bytes);
 }
 
+// CTAs per kv head's query-head group for the calls that follow (BwdParams::forced_kv_splits):
+// 0 lets the launcher choose; 1, 2, 4 force it (the split rule's A/B).
+static int g_forced_kv_splits = 0;
+extern "C" void fc_sm90_bwd_force_kv_splits(int splits) { g_forced_kv_splits = splits; }
+
 // strides: q, k, v, o, do, dq, dk, dv as {batch, row, head} (24 values), then lse {batch, head}.
 extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* k, const void* v, const void* out,
                            const void* dout, const float* lse, void* dq, void* dk, void* dv, const int64_t* strides,
@@ -104,6 +109,7 @@ extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* 
                            void* stream, char* error, int error_len) {
   fc::BwdParams p = make_params(batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, softmax_scale, causal,
                                 deterministic, sm_count);
+  p.forced_kv_splits = g_forced_kv_splits;
   p.q = q;
   p.k = k;
   p.v = v;

@@ -68,7 +68,15 @@ def poisoned(b, s, h, d, dtype):
     return full, full[:, :s, :, :d]
 
 
-def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd", deterministic=False):
+def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd", deterministic=False, splits=0):
+    fc_sm90_bwd.force_kv_splits(splits)
+    try:
+        return run_case_unforced(b, sq, sk, hq, hkv, d, causal, dtype, layout, deterministic, splits)
+    finally:
+        fc_sm90_bwd.force_kv_splits(0)
+
+
+def run_case_unforced(b, sq, sk, hq, hkv, d, causal, dtype, layout, deterministic, splits):
     q = make(b, sq, hq, d, dtype, layout)
     k = make(b, sk, hkv, d, dtype, layout)
     v = make(b, sk, hkv, d, dtype, layout)
@@ -84,7 +92,7 @@ def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd", deterministic=
     torch.cuda.synchronize()
     del ws
     r = dict(b=b, sq=sq, sk=sk, hq=hq, hkv=hkv, d=d, causal=causal, dtype=str(dtype).split(".")[-1], layout=layout,
-             det=deterministic)
+             det=deterministic, splits=splits)
     ok = True
     if deterministic:  # bit-identical over repeated runs
         same = True
@@ -140,6 +148,11 @@ def cases(quick):
                 yield (1, 2048, 2048, 2, 2, d, causal, dtype, "bshd")    # longer sweep
                 yield (1, 2048, 2048, 2, 2, d, causal, dtype, "bshd", True)  # deterministic: 16 slices
                 yield (2, 1000, 1100, 8, 2, d, causal, dtype, "bshd", True)  # deterministic, GQA, ragged
+                # GQA with the kv split forced (CHECK_SPLITS=1,2,4): default and deterministic mode
+                for splits in [int(x) for x in os.environ.get("CHECK_SPLITS", "").split(",") if x]:
+                    yield (2, 700, 700, 16, 2, d, causal, dtype, "bshd", False, splits)  # 8:1
+                    yield (1, 333, 520, 8, 2, d, causal, dtype, "bshd", True, splits)    # 4:1, ragged
+                    yield (2, 1000, 1000, 16, 2, d, causal, dtype, "bshd", True, splits)  # 8:1, several key blocks a CTA
 
 
 def main():

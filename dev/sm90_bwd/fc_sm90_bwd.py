@@ -15,6 +15,15 @@ _LIB.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9
     ctypes.c_int]
 _SM_COUNT = None
 
+
+def force_kv_splits(splits):
+    """0: the launcher's rule; 1, 2 or 4: that many CTAs per kv head's group (a library built
+    before session 9 has no such switch: then only 0 is accepted)."""
+    if hasattr(_LIB, "fc_sm90_bwd_force_kv_splits"):
+        _LIB.fc_sm90_bwd_force_kv_splits(int(splits))
+    elif splits:
+        raise RuntimeError("this libfc_sm90_bwd.so cannot force kv splits")
+
 KERNEL_DIMS = (64, 96, 128)
 
 

@@ -13,6 +13,8 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 200, 300, 2, 1, 64, False, False), (1, 300, 300, 4, 2, 128, True, True), (2, 500, 400, 2, 2, 64, True, False),
     # GQA split over a cluster (default mode: 4 CTAs per kv head at 8:1, bwd_cluster_reduce.h)
     (1, 200, 260, 8, 1, 64, True, False), (1, 150, 150, 8, 2, 128, False, False),
+    # deterministic mode split over a cluster (session 9: the looping kernel with the cluster sum)
+    (1, 300, 400, 8, 1, 64, True, True), (2, 300, 300, 8, 2, 128, False, True),
 ]
 dims = [int(x) for x in os.environ.get("SAN_DIMS", "").split(",") if x]
 for b, sq, sk, hq, hkv, d, causal, det in shapes:

@@ -122,6 +122,9 @@ struct BwdParams : ProblemParams {
   // are summed in order at the end. Otherwise num_splits is 1 and CTAs add into one slice.
   int num_splits = 1;
   bool deterministic = false;
+  // Grouped-query heads: CTAs that share a kv head's query heads (the sm90 family's cluster split).
+  // 0 lets the family choose; tests and the dev harness set 1, 2 or 4 to compare.
+  int forced_kv_splits = 0;
 };
 
 }  // namespace flashcore::cuda

@@ -19,7 +19,9 @@ inline constexpr int kPreprocessRowsPerCta = 64;
 
 // Grid: (seqlen_q_rounded / kPreprocessRowsPerCta, heads_q, batch). One warp per row; each lane
 // reads 8 contiguous elements (16 bytes) of dO and O per step.
-template <typename Element>
+// kZeroDqAccumCols > 0: the CTA also zeroes its rows of every dq_accum slice (rows of that many
+// floats), instead of a separate memset pass over the workspace (the sm90 family; sm80 memsets).
+template <typename Element, int kZeroDqAccumCols = 0>
 __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(const __grid_constant__ BwdParams params) {
   constexpr int kWarps = kPreprocessThreads / 32;
   constexpr int kVec = 8;
@@ -33,6 +35,16 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
                     seq.row_q * params.do_strides.row + head * params.do_strides.head;
   const float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head + seq.row_q;
   const std::int64_t row_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
+
+  if constexpr (kZeroDqAccumCols > 0) {
+    static_assert(kZeroDqAccumCols % 4 == 0);
+    constexpr int kVecs = kPreprocessRowsPerCta * kZeroDqAccumCols / 4;  // float4s of the CTA's rows
+    const std::int64_t first = (row_offset + std::int64_t(blockIdx.x) * kPreprocessRowsPerCta) * kZeroDqAccumCols;
+    for (int split = 0; split < params.num_splits; ++split) {
+      float4* rows = reinterpret_cast<float4*>(params.dq_accum + split * params.dq_accum_split_stride + first);
+      for (int i = threadIdx.x; i < kVecs; i += kPreprocessThreads) rows[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
 
   for (int r = threadIdx.x / 32; r < kPreprocessRowsPerCta; r += kWarps) {
     const int row = blockIdx.x * kPreprocessRowsPerCta + r;

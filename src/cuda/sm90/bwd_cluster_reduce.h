@@ -1,5 +1,5 @@
 // dK and dV of one key block summed over the CTAs of a cluster that split its kv head's group of
-// query heads (grouped-query attention, default mode only).
+// query heads (grouped-query attention; default and deterministic mode).
 //
 // Why: with GQA the grid is (n_blocks, heads_kv, batch) and each CTA sweeps every query head of
 // its group, so at 8:1 a few hundred CTAs each run 8 long sweeps (causal: block 0 sweeps them
@@ -21,6 +21,7 @@
 
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/bwd_named_barrier.h"
@@ -98,6 +99,8 @@ struct BwdClusterReduce {
     constexpr int kElems = decltype(size(frag))::value;
     CUTE_UNROLL
     for (int i = 0; i < kElems; ++i) buffer[i * Traits::kConsumerThreads + thread_idx] = frag(i);
+    // The looping kernel's next key block loads Q and dO into these bytes by TMA (async proxy).
+    cutlass::arch::fence_view_async_shared();
     kv_reduce_cluster_sync();  // every CTA's partial is written (release/acquire across the cluster)
 
     const int splits = params.kv_splits;

@@ -4,9 +4,13 @@
 // pass gives each thread the fragment of its namesake consumer thread and recovers (row, col)
 // from the same partition.
 //
-// First version: column pairs stored straight to global memory (4 bytes a thread); rows through
-// smem as 16-byte stores is the next step (docs/tuning/backward_sm90.md).
+// The scaled values go through a shared tile so that rows leave as 16-byte stores when dQ's
+// address, strides and head_dim allow it (column pairs straight from the fragment, 4 bytes a
+// thread, took 107-119 us against cuDNN's 74 at 16k tokens d128 on the H100: run 5 of
+// docs/tuning/backward_sm90.md); otherwise the pairs are stored as before.
 #pragma once
+
+#include <cstdint>
 
 #include <cute/tensor.hpp>
 
@@ -50,6 +54,29 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
     }
   }
   Element* dq = static_cast<Element*>(params.dq) + batch * params.dq_strides.batch + head * params.dq_strides.head;
+  constexpr int kVec = 16 / int(sizeof(Element));  // elements in a 16-byte store
+  const bool rows_vectorisable = reinterpret_cast<std::uintptr_t>(dq) % 16 == 0 && params.dq_strides.row % kVec == 0 &&
+                                 params.head_dim % kVec == 0;
+  if (rows_vectorisable) {
+    // (kBlockM, kHeadDim) tile, rows padded by one 16-byte vector against bank conflicts.
+    constexpr int kRowElems = kHeadDim + kVec;
+    __shared__ __align__(16) Element tile_dq[kBlockM * kRowElems];
+    CUTE_UNROLL
+    for (int i = 0; i < kFragElems; i += 2) {
+      *reinterpret_cast<ElementPair*>(&tile_dq[get<0>(tdQcdQ(i)) * kRowElems + get<1>(tdQcdQ(i))]) =
+          ElementPair{Element(acc[i] * params.softmax_scale), Element(acc[i + 1] * params.softmax_scale)};
+    }
+    __syncthreads();
+    constexpr int kVecsPerRow = kHeadDim / kVec;
+    for (int v = tid; v < kBlockM * kVecsPerRow; v += Traits::kConsumerThreads) {
+      const int r = v / kVecsPerRow, col = v % kVecsPerRow * kVec;
+      if (m0 + r < params.seqlen_q && col < params.head_dim) {
+        *reinterpret_cast<uint4*>(dq + (m0 + r) * params.dq_strides.row + col) =
+            *reinterpret_cast<const uint4*>(&tile_dq[r * kRowElems + col]);
+      }
+    }
+    return;
+  }
   CUTE_UNROLL
   for (int i = 0; i < kFragElems; i += 2) {
     const int row = m0 + get<0>(tdQcdQ(i));

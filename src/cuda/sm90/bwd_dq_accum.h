@@ -3,13 +3,12 @@
 // run to the copy engine as a bulk reduce-add (the run layout and the bulk helpers are the common
 // ones: common/dq_accumulate.h, common/bulk_reduce.h).
 //
-// The difference from common's DqBulkReduceAdd is the wait before the staging run is rewritten:
-//   unordered (default): wait until the previous bulk op has *read* the run (.read), so adds from
-//     successive query blocks overlap in flight;
-//   ordered (deterministic mode): wait until it has *completed*, so this warp's adds reach global
-//     memory one after another in issue order. With one CTA per dq_accum slice and each warp
-//     owning its run of a tile, every fp32 address then sees its additions in one fixed order.
-// The ordered wait is for the add issued one query block earlier, so it is mostly hidden.
+// Before the staging run is rewritten, lane 0 waits until the previous bulk op has *read* it
+// (.read), so adds from successive query blocks overlap in flight. Deterministic mode needs the
+// adds into one address to complete in a fixed order: with one CTA per dq_accum slice and each
+// warp owning its run of a tile, it is enough that a warp's adds of one key block have completed
+// before its adds of the next one start (dq_bulk_drain at the key-block boundary), since within a
+// key block's sweep the warp adds into each tile once.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -20,20 +19,13 @@
 namespace flashcore::cuda::sm90 {
 
 template <class Acc>
-__forceinline__ __device__ void dq_bulk_add(Acc const& acc, float* tile, float* stage, int warp, int lane,
-                                            bool ordered) {
+__forceinline__ __device__ void dq_bulk_add(Acc const& acc, float* tile, float* stage, int warp, int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kFragElems = decltype(cute::size(acc))::value;
   static_assert(kFragElems % kDqAccumVec == 0);
   constexpr int kRunElems = 32 * kFragElems;
   float* warp_stage = stage + warp * kRunElems;  // this warp's own run: no barrier beyond the warp
-  if (lane == 0) {
-    if (ordered) {
-      bulk_wait<0>();
-    } else {
-      bulk_wait_read<0>();
-    }
-  }
+  if (lane == 0) bulk_wait_read<0>();
   __syncwarp();
   CUTE_UNROLL
   for (int i = 0; i < kFragElems; i += kDqAccumVec) {
@@ -49,7 +41,8 @@ __forceinline__ __device__ void dq_bulk_add(Acc const& acc, float* tile, float* 
 #endif
 }
 
-// Before the staging buffer or the CTA goes away.
+// Every add this warp issued has completed: before the staging buffer or the CTA goes away, and
+// in deterministic mode before the next key block's adds.
 __forceinline__ __device__ void dq_bulk_drain(int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (lane == 0) bulk_wait<0>();

@@ -1,8 +1,8 @@
 // The warp-specialised sm90 backward kernel: warp roles, register reallocation, one key block
 // per CTA. No math here: bwd_mainloop.h computes, bwd_epilogue.h writes dK and dV.
 //
-// Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv, batch) in
-// deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (default mode, GQA):
+// Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv * kv_splits, batch)
+// in deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (GQA):
 // clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
 // distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
 // lane of its warp 0 issues every TMA and bulk copy; warpgroups 1 and 2 (consumers) take them.
@@ -16,6 +16,7 @@
 #include <cutlass/cutlass.h>
 
 #include "cuda/sm90/bwd_cluster_reduce.h"
+#include "cuda/sm90/bwd_dq_accum.h"
 #include "cuda/sm90/bwd_epilogue.h"
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/pipeline.h"
@@ -24,13 +25,14 @@ namespace flashcore::cuda::sm90 {
 
 // kSingleBlock: the grid has one CTA per key block (gridDim.x == n_blocks, the default mode), so
 // the key-block loop collapses at compile time and its loop-carried state leaves the registers.
-// kKvSplit (with kSingleBlock only): the CTA is one of a cluster of params.kv_splits that split the
-// kv head's query heads, and dK/dV are summed over the cluster (bwd_cluster_reduce.h). A separate
+// kKvSplit: the CTA is one of a cluster of params.kv_splits that split the kv head's query heads,
+// and dK/dV are summed over the cluster after each key block (bwd_cluster_reduce.h). A separate
 // instance, so the kernels without it keep their register allocation (with the sum behind a
-// runtime branch, ptxas spilled 40-144 B in every default-mode kernel).
+// runtime branch, ptxas spilled 40-144 B in every default-mode kernel). With the key-block loop
+// (deterministic mode) the sum reuses the Q/dO/dS tiles, so the producer loads the next key
+// block's tiles only once the cluster has finished summing this one.
 template <class Traits, bool kSingleBlock, bool kKvSplit = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
-  static_assert(kSingleBlock || !kKvSplit, "the cluster sum is for the one-key-block-per-CTA kernel");
   using Mainloop = BwdMainloop<Traits>;
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
@@ -63,8 +65,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       kSingleBlock ? 1 : (params.n_blocks - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (warp_idx == 0 && lane_predicate) {
-      typename Mainloop::State q_state, do_state;
+    typename Mainloop::State q_state, do_state;
+    if constexpr (kKvSplit) {
+      for (int it = 0; it < num_iterations; ++it) {
+        if (warp_idx == 0 && lane_predicate) Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
+        // The producer warpgroup's part of the cluster sum: it joins the cluster barriers, and the
+        // next key block's loads (into the tiles the sum reads) wait for the last one.
+        BwdClusterReduce<Traits>::join();
+      }
+    } else if (warp_idx == 0 && lane_predicate) {
       for (int it = 0; it < num_iterations; ++it) {
         Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
       }
@@ -76,6 +85,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
     typename Mainloop::State q_state, do_state;
     int ds_buf = 0;
     for (int it = 0; it < num_iterations; ++it) {
+      // Within one key block's sweep a warp adds into each dq_accum tile once, so only the previous
+      // key block's adds (into the same tiles) must have completed: then every fp32 address sees
+      // its additions in one fixed order, which deterministic mode needs (bwd_dq_accum.h).
+      if (!kSingleBlock && it > 0) dq_bulk_drain(thread_idx % 32);
       const BwdBlock blk = Mainloop::block_of(params, it);
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
@@ -87,10 +100,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
     }
     dq_bulk_drain(thread_idx % 32);
-  }
-  // The producer warpgroup's part of the cluster sum: it only joins the cluster barriers.
-  if constexpr (kKvSplit) {
-    if (warp_group == 0) BwdClusterReduce<Traits>::join();
   }
 }
 

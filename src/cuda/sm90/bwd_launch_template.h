@@ -1,6 +1,6 @@
 // Launch of the sm90 backward pass for one (dtype, head dim): TMA descriptors from the caller's
-// strides, the dynamic smem limit raised, then memset -> preprocess -> main -> convert on the
-// stream. Included only by src/cuda/instantiations/bwd_sm90_*.cu.
+// strides, the dynamic smem limit raised, then preprocess (which zeroes dq_accum) -> main ->
+// convert on the stream. Included only by src/cuda/instantiations/bwd_sm90_*.cu.
 #pragma once
 
 // Before any CuTe header (bwd_traits.h says why).
@@ -76,16 +76,23 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
   };
 }
 
-// CTAs (a cluster along y) that split a kv head's group of query heads, default mode only
-// (bwd_cluster_reduce.h). Splitting pays when the grid is small next to the GPU (a few waves of
-// CTAs, each sweeping group_size query heads; causal block 0 the longest): 4 below 4 waves, 2
-// below 8, when the group divides. Each CTA then also loads K and V and sums through DSMEM
-// (about 2 x 64 KB of fp32 per CTA at d128), small next to group_size / S sweeps.
-inline int bwd_kv_splits(const BwdParams& p, int n_blocks) {
-  if (p.deterministic || p.group_size < 2) return 1;
-  const std::int64_t ctas = static_cast<std::int64_t>(n_blocks) * p.heads_kv * p.batch;
+// CTAs (a cluster along y) that split a kv head's group of query heads (bwd_cluster_reduce.h).
+// Splitting pays when the grid is small next to the GPU (a few waves of CTAs, each sweeping
+// group_size query heads; causal block 0 the longest); each CTA then also loads K and V and sums
+// through DSMEM (about 2 x 64 KB of fp32 per CTA at d128). `columns` is the grid's x: key blocks,
+// or dq_accum slices in deterministic mode (there the sum is as ordered as the default mode's, and
+// each slice keeps one writer per query head: the split CTAs sweep different heads).
+// Measured on the H100 (docs/tuning/backward_sm90.md, run 5; GQA 4:1 and 8:1 causal, d64/d128,
+// 4k/8k): in the default mode 2 CTAs a group beat 4 in 7 of 8 cells (+11 to +15 % at 8k, -2 to
+// +11 % at 4k) and no split by -1 to +32 %; in deterministic mode (a grid of about one wave) 4
+// beat 2 by 1-8 %. Groups of 16 and more keep 4 below 4 waves (not measured).
+inline int bwd_kv_splits(const BwdParams& p, int columns) {
+  if (p.forced_kv_splits > 0) return p.forced_kv_splits;
+  if (p.group_size < 2) return 1;
+  const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
   const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
-  if (p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
+  const bool four_pay = p.deterministic || p.group_size >= 16;
+  if (four_pay && p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
   if (p.group_size % 2 == 0 && ctas < 8 * wave) return 2;
   return 1;
 }
@@ -134,16 +141,23 @@ template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSingleBlock) {
-    params.kv_splits = bwd_kv_splits(p, params.n_blocks);
-    if (params.kv_splits > 1) {
-      auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
-      const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, true, true>, kSmemBytes>(p.device.ordinal);
-      if (!opted_in.ok()) return opted_in;
-      if (!bwd_clusters_fit<Traits>(kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
-    }
+  const int columns = kSingleBlock ? params.n_blocks : p.num_splits;
+  params.kv_splits = bwd_kv_splits(p, columns);
+  if (params.kv_splits != 1 && params.kv_splits != 2 && params.kv_splits != 4) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits must be 1, 2 or 4, got " +
+                                   std::to_string(params.kv_splits));
   }
-  const dim3 grid(p.deterministic ? p.num_splits : params.n_blocks, p.heads_kv * params.kv_splits, p.batch);
+  if (p.group_size % params.kv_splits != 0) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits (" + std::to_string(params.kv_splits) +
+                                   ") must divide the query heads per kv head (" + std::to_string(p.group_size) + ")");
+  }
+  auto split_kernel = &bwd_kernel<Traits, kSingleBlock, /*kKvSplit=*/true>;
+  if (params.kv_splits > 1) {
+    const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock, true>, kSmemBytes>(p.device.ordinal);
+    if (!opted_in.ok()) return opted_in;
+    if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
+  }
+  const dim3 grid(columns, p.heads_kv * params.kv_splits, p.batch);
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);
@@ -151,14 +165,10 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
     return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel");
   }
-  if constexpr (kSingleBlock) {
-    auto kernel = &bwd_kernel<Traits, true, /*kKvSplit=*/true>;
-    cudaLaunchAttribute cluster = cluster_dimension(1, static_cast<unsigned>(params.kv_splits));
-    cudaLaunchConfig_t config = cluster_launch_config(grid, Traits::kThreads, kSmemBytes, stream, &cluster);
-    return cuda_status(cudaLaunchKernelEx(&config, kernel, params),
-                       "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
-  }
-  return Status::Internal("flashcore::backward: kv_splits > 1 without the single-block kernel");
+  cudaLaunchAttribute cluster = cluster_dimension(1, static_cast<unsigned>(params.kv_splits));
+  cudaLaunchConfig_t config = cluster_launch_config(grid, Traits::kThreads, kSmemBytes, stream, &cluster);
+  return cuda_status(cudaLaunchKernelEx(&config, split_kernel, params),
+                     "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
 }
 
 // The whole pass with one kernel configuration (causal and not share the tiles).
@@ -178,11 +188,12 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
                                 " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
                                 " offers " + std::to_string(p.device.max_smem_per_block));
   }
-  const std::size_t dq_accum_bytes = static_cast<std::size_t>(p.num_splits) * p.dq_accum_split_stride * sizeof(float);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes, stream));
-
+  // The preprocess also zeroes dq_accum (its rows are the preprocess's rows, kHeadDim floats each:
+  // plan_bwd_workspace): one pass less than a memset, which took 41 us of a 1.5 ms d128 backward
+  // on the H100 (docs/tuning/backward_sm90.md, run 5).
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<typename Traits::Element><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
+  sm80::bwd_preprocess_kernel<typename Traits::Element, Traits::kHeadDim>
+      <<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
   Status status;

@@ -13,7 +13,7 @@
 //   4. dV += Pᵀ dO issued (RS), dSᵀ stored to smem (this step's buffer), fence, dS-ready barrier.
 //   5. dK += dSᵀ Q (RS) and dQ = dS K (SS) issued; all retired; Q and dO stages released.
 //   6. dQ partial added into dq_accum: each warp stages its fragment and one lane issues a bulk
-//      reduce-add (bwd_dq_accum.h; ordered in deterministic mode).
+//      reduce-add (bwd_dq_accum.h; in deterministic mode ordered between key blocks).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
 #pragma once
 
@@ -180,7 +180,8 @@ struct BwdMainloop {
     const int n0 = blk.n_block * kBlockN;
     const int warp = thread_idx / 32;
     const int lane = thread_idx % 32;
-    // Deterministic mode: this CTA column's own slice, its adds ordered (bwd_dq_accum.h).
+    // Deterministic mode: this CTA column's own slice (its adds ordered by bwd_kernel.h's drain
+    // between key blocks: bwd_dq_accum.h).
     float* dq_accum = params.dq_accum + (params.deterministic ? blockIdx.x * params.dq_accum_split_stride : 0);
 
     clear(tdVrdV);
@@ -249,7 +250,7 @@ struct BwdMainloop {
           wgmma_gemm<true, -1, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
           wgmma_gemm<false, /*wait*/ 1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
           warpgroup_fence_operand(tdQrdQ);
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
           warpgroup_wait<0>();
         } else {
           wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
@@ -272,7 +273,7 @@ struct BwdMainloop {
         ds_buf ^= 1;
 
         if constexpr (!Traits::kDqFirst) {
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane, params.deterministic);
+          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
         }
       }
     }

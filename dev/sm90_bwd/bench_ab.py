@@ -1,0 +1,153 @@
+"""Session 9's A/B of the sm90 backward in the dev harness (one process per library, FC_LIB picks
+it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
+  splits: GQA 4:1 and 8:1 causal at 4k/8k (bench/'s grid: 16k tokens, d128 h16, d64 h32), the
+          kv split forced to 1, 2 and 4 and the launcher's own rule (0), default and deterministic;
+  det:    MHA shapes, default and deterministic (the library before session 9 against this one);
+  prof:   torch.profiler's per-kernel times of one backward (memset, preprocess, main, convert)
+          beside cuDNN's, d128 MHA at 2k and 4k: how much of the pass is outside the main kernel.
+CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
+causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
+else K/V repeated to every query head)."""
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import fc_sm90_bwd
+
+LIB = os.environ.get("FC_LIB", "libfc_sm90_bwd.so")
+ROWS = []
+
+
+def emit(**row):
+    row["lib"] = LIB
+    ROWS.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def timeit(fn, iters=20):
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters * 1e-3
+
+
+def flops_bwd(b, hq, s, d, causal):
+    f = 2.5 * 4 * b * hq * s * s * d
+    return f / 2 if causal else f
+
+
+class Problem:
+    def __init__(self, b, s, hq, hkv, d, causal, dtype=torch.bfloat16):
+        self.b, self.s, self.hq, self.hkv, self.d, self.causal = b, s, hq, hkv, d, causal
+        self.q, self.do = (torch.randn(b, s, hq, d, device="cuda", dtype=dtype) for _ in range(2))
+        self.k, self.v = (torch.randn(b, s, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+        self.dq = torch.empty_like(self.q)
+        self.dk, self.dv = torch.empty_like(self.k), torch.empty_like(self.v)
+        self.flops = flops_bwd(b, hq, s, d, causal)
+        qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (self.q, self.k, self.v))
+        dot = self.do.transpose(1, 2)
+        self.cudnn_via = "enable_gqa"
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            try:
+                o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=hq != hkv)
+            except RuntimeError:
+                self.cudnn_via = "repeat_kv"
+                g = hq // hkv
+                kt, vt = (t.detach().repeat_interleave(g, dim=1).requires_grad_(True) for t in (kt, vt))
+                o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            self.cudnn_step = lambda: torch.autograd.grad(o, (qt, kt, vt), dot, retain_graph=True)
+            self.t_cudnn = timeit(self.cudnn_step)
+        # Values only matter for realism, not timing (bench.py does the same).
+        self.out = o.detach().transpose(1, 2).contiguous()
+        self.lse = torch.zeros(b, hq, s, device="cuda", dtype=torch.float32)
+
+    def ours(self, deterministic):
+        return lambda: fc_sm90_bwd.backward(self.do, self.q, self.k, self.v, self.out, self.lse, self.causal, self.dq,
+                                            self.dk, self.dv, deterministic=deterministic)
+
+    def shape(self):
+        return dict(b=self.b, s=self.s, hq=self.hq, hkv=self.hkv, d=self.d, causal=self.causal)
+
+
+def splits_section(new_lib):
+    for d, hq in ((128, 16), (64, 32)):
+        for ratio in (4, 8):
+            for s in (4096, 8192):
+                p = Problem(16384 // s, s, hq, hq // ratio, d, True)
+                cudnn = p.flops / p.t_cudnn / 1e12
+                for det in (False, True):
+                    for splits in ((0, 1, 2, 4) if new_lib else (0,)):
+                        fc_sm90_bwd.force_kv_splits(splits)
+                        t = timeit(p.ours(det))
+                        emit(section="splits", **p.shape(), det=det, splits=splits, tflops=p.flops / t / 1e12,
+                             cudnn_tflops=cudnn, ratio=p.t_cudnn / t, cudnn_via=p.cudnn_via)
+                fc_sm90_bwd.force_kv_splits(0)
+                del p
+                torch.cuda.empty_cache()
+
+
+def det_section():
+    for d, h in ((128, 16), (64, 32)):
+        for (b, s, causal) in ((4, 4096, False), (4, 4096, True), (1, 16384, True), (8, 2048, False)):
+            p = Problem(b, s, h, h, d, causal)
+            cudnn = p.flops / p.t_cudnn / 1e12
+            for det in (False, True):
+                t = timeit(p.ours(det))
+                emit(section="det", **p.shape(), det=det, tflops=p.flops / t / 1e12, cudnn_tflops=cudnn,
+                     ratio=p.t_cudnn / t)
+            del p
+            torch.cuda.empty_cache()
+
+
+def prof_section():
+    from torch.profiler import ProfilerActivity, profile
+    for (b, s) in ((8, 2048), (4, 4096)):
+        p = Problem(b, s, 16, 16, 128, False)
+        for name, fn in (("flashcore", p.ours(False)), ("flashcore_det", p.ours(True)), ("cudnn", p.cudnn_step)):
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    fn()
+                torch.cuda.synchronize()
+            kernels = {}
+            for e in prof.key_averages():
+                t = getattr(e, "device_time_total", None)
+                if t is None:
+                    t = getattr(e, "cuda_time_total", 0)
+                if str(getattr(e, "device_type", "")).endswith("CUDA") and t > 0:
+                    kernels[e.key[:90]] = round(t / 5, 1)  # us per call
+            emit(section="prof", **p.shape(), impl=name, us_per_call=kernels, total_us=round(sum(kernels.values()), 1))
+        del p
+        torch.cuda.empty_cache()
+
+
+def main():
+    new_lib = hasattr(fc_sm90_bwd._LIB, "fc_sm90_bwd_force_kv_splits")
+    sections = os.environ.get("AB_SECTIONS", "splits,det,prof").split(",")
+    for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section)):
+        if name in sections:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - report and go on to the next section
+                print(f"section {name} failed: {e!r}", flush=True)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "ab.jsonl"), "a") as f:
+            for r in ROWS:
+                f.write(json.dumps(dict(r, device=torch.cuda.get_device_name())) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
