@@ -29,7 +29,7 @@ def timeit(fn, iters=20):
 
 
 def main():
-    dtype = torch.bfloat16
+    dtype = torch.float16 if os.environ.get("BENCH_FP16") else torch.bfloat16
     d = int(os.environ.get("BENCH_D", "128"))  # the harness's kernels: build.sh's TUS
     h = 2048 // d
     for (b, s, causal) in [(4, 4096, False), (4, 4096, True), (1, 16384, False), (1, 16384, True), (8, 2048, True)]:
@@ -44,7 +44,7 @@ def main():
         lse = torch.zeros(b, h, s, device="cuda", dtype=torch.float32)
         dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
         f = flops_bwd(b, h, s, d, causal)
-        row = f"b{b} h{h} s{s} d{d} causal={causal}: cuDNN {f / t_cudnn / 1e12:.0f}"
+        row = f"{str(dtype)[6:]} b{b} h{h} s{s} d{d} causal={causal}: cuDNN {f / t_cudnn / 1e12:.0f}"
         variants = [int(x) for x in os.environ.get("VARIANTS", "").split(",") if x]
         for name, kw in (("flashcore", {}), ("deterministic", dict(deterministic=True)),
                          *((f"variant{v}", dict(variant=v)) for v in variants)):

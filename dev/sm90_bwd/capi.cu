@@ -58,6 +58,12 @@ static flashcore::Status dispatch(int bf16, int kernel_dim, const fc::BwdParams&
 #ifdef FC_BWD_BF16_D128
   FC_CASE(x, bf16_t, 128)
 #endif
+#ifdef FC_BWD_BF16_D256
+  FC_CASE(x, bf16_t, 256)
+#endif
+#ifdef FC_BWD_FP16_D256
+  FC_CASE(x, fp16_t, 256)
+#endif
 #ifdef FC_BWD_FP16_D64
   FC_CASE(x, fp16_t, 64)
 #endif

@@ -15,7 +15,7 @@ _LIB.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9
     ctypes.c_int]
 _SM_COUNT = None
 
-KERNEL_DIMS = (64, 96, 128)
+KERNEL_DIMS = (64, 96, 128, 256)
 
 
 def kernel_dim(d):
