@@ -174,10 +174,12 @@ struct BwdTraitsSwapKV {
     int head_dim;
     int heads_q;
     int group_size;
-    int kv_splits;  // always 1 here: no cluster split of GQA groups yet
+    int kv_splits;  // 1 unless the GQA cluster split is on (dev variant 7)
     float softmax_scale;
     float scale_log2;
     bool deterministic;
+    // Deterministic mode by rounds (dev variant 8): launch r runs key blocks blockIdx.x + r gridDim.x.
+    int key_block_round = 0;
   };
 };
 
