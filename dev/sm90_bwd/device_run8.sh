@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 6 of the sm90 backward (prepared in session 9, not run), dev harness: variant 7, the
+# Device run 8 of the sm90 backward (prepared in session 9, branch s9-bwd, not run), dev harness: variant 7, the
 # d256 kernel with GQA groups split over a cluster (bwd_swapkv_cluster_reduce.h), and variant 8,
 # d256 deterministic mode as rounds of single-block launches, against the default d256 kernels. Build on the host first:
 #   TUS="bwd_sm90_bf16_hdim256" VARIANTS=1 bash dev/sm90_bwd/build.sh <devcarry>/dev/sm90_bwd

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device run 5 of the sm90 backward (issue 15, session 9): the first d256 kernel (transposed
+# Device run 7 of the sm90 backward (issue 15, session 9, branch s9-bwd; taken before s9-bwdtune's runs 5-6, numbered after them): the first d256 kernel (transposed
 # arrangement, bwd_swapkv_*.h), one call:
 #   0. the library (preset sm90-sm90a, head dim 256 only, flashcore_c + flashcore_gpu_tests) builds
 #      in the background;
