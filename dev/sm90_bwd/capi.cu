@@ -58,6 +58,12 @@ static flashcore::Status dispatch(int bf16, int kernel_dim, const fc::BwdParams&
 #ifdef FC_BWD_BF16_D128
   FC_CASE(x, bf16_t, 128)
 #endif
+#ifdef FC_BWD_BF16_D256
+  FC_CASE(x, bf16_t, 256)
+#endif
+#ifdef FC_BWD_FP16_D256
+  FC_CASE(x, fp16_t, 256)
+#endif
 #ifdef FC_BWD_FP16_D64
   FC_CASE(x, fp16_t, 64)
 #endif
@@ -123,8 +129,9 @@ extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* 
                               &p.do_strides, &p.dq_strides, &p.dk_strides, &p.dv_strides};
   for (int i = 0; i < 8; ++i) *ts[i] = {strides[3 * i], strides[3 * i + 1], strides[3 * i + 2]};
   p.lse_strides = {strides[24], strides[25]};
-  // Variants are d64 or d128 kernels: a d128 plan covers both (a d64 kernel uses the first half of each row).
-  fc::sm90::plan_bwd_workspace(p, kernel_dim >= 1000 ? 128 : kernel_dim).carve(workspace, &p);
+  // Variants 4-6 are d64 or d128 kernels: a d128 plan covers both (a d64 kernel uses the first half
+  // of each row); variants 7 and 8 are d256 kernels.
+  fc::sm90::plan_bwd_workspace(p, kernel_dim >= 1000 ? (kernel_dim >= 1007 ? 256 : 128) : kernel_dim).carve(workspace, &p);
   flashcore::Status st = flashcore::Status::Ok();
 #ifdef FC_BWD_VARIANTS
   if (kernel_dim >= 1000) {

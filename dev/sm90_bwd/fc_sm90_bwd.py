@@ -24,7 +24,7 @@ def force_kv_splits(splits):
     elif splits:
         raise RuntimeError("this libfc_sm90_bwd.so cannot force kv splits")
 
-KERNEL_DIMS = (64, 96, 128)
+KERNEL_DIMS = (64, 96, 128, 256)
 
 
 def kernel_dim(d):
@@ -52,7 +52,7 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
     assert lse.stride(2) == 1
     strides += [lse.stride(0), lse.stride(1)]
     arr = (ctypes.c_int64 * 26)(*strides)
-    ws_dim = kd if variant < 0 else 128  # capi.cu plans every variant's workspace as d128
+    ws_dim = kd if variant < 0 else (256 if variant >= 7 else 128)  # as capi.cu plans the variants' workspace
     ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
     workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
     err = ctypes.create_string_buffer(512)

@@ -64,7 +64,7 @@ const std::vector<BwdCase>& backward_cases() {
 }
 
 // True when FLASHCORE_KERNELS forces a kernel family that has no backward kernel for this case's
-// dtype and head dim (the sm90 family's backward stops at d128): the case belongs to another
+// dtype and head dim (e.g. a build trimmed by FLASHCORE_HEAD_DIMS): the case belongs to another
 // family's run. Prints a note so the skip is visible in the log.
 bool forced_family_lacks_kernel(const Status& status, const AttentionShape& shape) {
   const char* env = std::getenv("FLASHCORE_KERNELS");

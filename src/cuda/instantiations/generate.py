@@ -46,10 +46,10 @@ FAMILIES = {
         "cc": (90, 90),
         "archs": "90a-real",
         "flags": ["-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"],
-        # The backward's tile (two consumer warpgroups each holding dK and dV of 64 keys in
-        # registers) fits up to d128; kernels=auto runs d192 and d256 backward on sm80
-        # (docs/tuning/backward_sm90.md).
-        "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128]},
+        # The backward: up to d128 two consumer warpgroups each hold dK and dV of 64 keys in
+        # registers; d256 computes dK and dV transposed, the warpgroups splitting d
+        # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
+        "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256]},
         # The plain kernels serve no option; kernels=auto runs varlen and dropout calls, every
         # backward with an option, and forwards with options at d > 128 on sm80.
         "options": [],

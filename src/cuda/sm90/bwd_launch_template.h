@@ -222,10 +222,20 @@ template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, b
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
                                bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst>;
 
+// d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
+template <typename Element, int kHeadDim>
+Status run_bwd_swapkv(const BwdParams& params, cudaStream_t stream);
+
 template <typename Element, int kHeadDim>
 Status run_bwd(const BwdParams& params, cudaStream_t stream) {
-  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>,
-                             /*kSingleBlockKernel=*/true>(params, stream);
+  if constexpr (kHeadDim > 128) {
+    return run_bwd_swapkv<Element, kHeadDim>(params, stream);
+  } else {
+    return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>,
+                               /*kSingleBlockKernel=*/true>(params, stream);
+  }
 }
 
 }  // namespace flashcore::cuda::sm90
+
+#include "cuda/sm90/bwd_swapkv_launch_template.h"

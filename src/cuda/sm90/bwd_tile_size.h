@@ -29,8 +29,8 @@ struct BwdTileSize {
 //   costs (dS barrier, pipeline waits, dQ bulk-add issue) once for twice the work: on the H100 at
 //   bf16 it took the harness backward from 0.81-0.93x to 0.91-1.06x cuDNN (+5 to +17 %, device run 3).
 // d96: 64 x 128; 144 KB, 176 registers of accumulators.
-// d192 and d256 need another split (dK, dV alone would be 192 / 256 registers): not built yet
-//   (docs/tuning/backward_sm90.md, next steps).
+// d192 and d256 need another split (dK, dV alone would be 192 / 256 registers): bwd_swapkv_traits.h
+//   (the warpgroups split d), whose tile is bwd_swapkv_tile_size.
 constexpr BwdTileSize bwd_tile_size(int head_dim) {
   return head_dim <= 64 ? BwdTileSize{128, 128, 2} : BwdTileSize{64, 128, 2};
 }
