@@ -217,7 +217,9 @@ struct FwdMainloop {
       pipeline_k.consumer_release(k_state);
       k_state.advance();
       if (n == n_begin) release_q();
-      score.to_probs(args, tSrS, tScS, row0, n * kBlockN, trips.needs_mask(n), softmax, correction);
+      score.apply(args, tSrS, tScS, row0, n * kBlockN);
+      if (trips.needs_mask(n)) mask.apply(tSrS, tScS, row0, n * kBlockN);
+      softmax.online(tSrS, score.scale_log2, correction);
       convert_into(tSrS, tOrP);
 
       // Steady state: S(n) = Q K(n)^T and O += P(n+1) V(n+1) in flight together.
@@ -234,7 +236,9 @@ struct FwdMainloop {
         pipeline_k.consumer_release(k_state);
         k_state.advance();
         if (n == n_begin) release_q();
-        score.to_probs(args, tSrS, tScS, row0, n * kBlockN, decltype(masked)::value, softmax, correction);
+        score.apply(args, tSrS, tScS, row0, n * kBlockN);
+        if constexpr (decltype(masked)::value) mask.apply(tSrS, tScS, row0, n * kBlockN);
+        softmax.online(tSrS, score.scale_log2, correction);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipeline_v.consumer_release(v_state);

@@ -17,7 +17,6 @@
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
 #include "cuda/params.h"
-#include "cuda/sm90/fragment.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -89,73 +88,12 @@ struct FwdScore {
             mask.n_block_unmasked(m_block, kBlockM, kBlockN)};
   }
 
-  // A raw QK^T tile (corner (row0, col0)) to probabilities, the softmax statistics updated: the
-  // scores, the mask where `masked`, the online softmax. The plain and window kernels: the mask and
-  // FwdSoftmax::online, nothing else. The score-option kernels (online_options):
-  //   softcap alone, unmasked tile: the tile stays raw (the max on raw products, tanh in the
-  //     exponent's chain);
-  //   otherwise the tanh first, then ALiBi (alibi() below), then the mask (after: tanh(-inf) = -1).
-  template <class Softmax, class TensorS, class TensorC>
-  __forceinline__ __device__ void to_probs([[maybe_unused]] FwdOptionArgs<kVariant> const& args, TensorS& tSrS,
-                                           TensorC const& tScS, int row0, int col0, bool masked, Softmax& softmax,
-                                           float (&correction)[Softmax::kRowCount]) const {
-    if constexpr (!kScoreMod) {
-      if (masked) mask.apply(tSrS, tScS, row0, col0);
-      softmax.online(tSrS, scale_log2, correction);
-    } else {
-      const ProblemParams& problem = args.problem;
-      float row_offset[Softmax::kRowCount];
-      CUTE_UNROLL
-      for (int r = 0; r < Softmax::kRowCount; ++r) row_offset[r] = 0.0f;
-      const bool softcap = problem.softcap > 0.0f;
-      const bool raw_cap = softcap && slope == 0.0f && !masked;
-      if (softcap && !raw_cap) ScoreMod::cap(problem, tSrS);
-      if (slope != 0.0f) alibi(tSrS, tScS, row0, col0, row_offset);
-      if (masked) mask.apply(tSrS, tScS, row0, col0);
-      if (softcap) {
-        softmax.template online_options<true>(tSrS, scale_log2, row_offset, raw_cap ? problem.softcap_scale : 0.0f,
-                                              correction);
-      } else {
-        softmax.template online_options<false>(tSrS, scale_log2, row_offset, 0.0f, correction);
-      }
-    }
-  }
-
-  // ALiBi's bias -slope * |d|, d = i + diagonal - j, on a tile. On a tile wholly on one side of the
-  // diagonal (every d >= 0, as every unmasked causal tile, or every d <= 0) |d| = sign * d, and
-  // with d = D_r + k(r, c) (D_r this thread's row r at its first column, k a compile-time constant
-  // once the loops unroll) the bias splits into -slope * sign * D_r, one float a row returned in
-  // `row_offset` for the softmax to add to the row, and -slope * sign * k: one FFMA a score with
-  // an immediate. Tiles across the diagonal: |d| per score (score_mod.h, FADD + FFMA).
-  template <class TensorS, class TensorC, int kRows>
-  __forceinline__ __device__ void alibi(TensorS& tSrS, TensorC const& tScS, int row0, int col0,
-                                        float (&row_offset)[kRows]) const {
-    using namespace cute;
-    constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
-    const int diagonal = mask.diagonal();
-    const int d_min = row0 + diagonal - (col0 + kBlockN - 1);  // its top-right corner
-    const int d_max = row0 + kBlockM - 1 + diagonal - col0;    // its bottom-left corner
-    if (d_min >= 0 || d_max <= 0) {
-      const float neg_slope_sign = d_min >= 0 ? -slope : slope;
-      Tensor s = make_tensor(tSrS.data(), wgmma_acc_as_rows_cols(tSrS.layout()));  // (rows, cols)
-      Tensor c = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
-      static_assert(decltype(size<0>(s))::value == kRows);
-      const int col_first = get<1>(c(0, 0));
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int row_r = get<0>(c(r, 0));
-        row_offset[r] = neg_slope_sign * static_cast<float>(row0 + row_r + diagonal - col0 - col_first);
-        CUTE_UNROLL
-        for (int j = 0; j < size<1>(s); ++j) {
-          const int k = (get<0>(c(r, j)) - row_r) - (get<1>(c(r, j)) - col_first);
-          s(r, j) = fmaf(neg_slope_sign, static_cast<float>(k), s(r, j));
-        }
-      }
-    } else {
-      const ScoreMod::Distance distance(diagonal, tScS, row0, col0);
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) tSrS(i) = fmaf(-slope, distance.abs_at(tScS, i), tSrS(i));
-    }
+  // Softcap and ALiBi on a raw QK^T tile (nothing in the plain kernels); the mask comes after.
+  template <class TensorS, class TensorC>
+  __forceinline__ __device__ void apply([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+                                        [[maybe_unused]] TensorS& tSrS, [[maybe_unused]] TensorC const& tScS,
+                                        [[maybe_unused]] int row0, [[maybe_unused]] int col0) const {
+    if constexpr (kScoreMod) ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
   }
 };
 

@@ -13,7 +13,6 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/exp2_fma.h"
-#include "cuda/common/score_mod.h"
 #include "cuda/common/softmax.h"
 #include "cuda/sm90/fragment.h"
 
@@ -22,7 +21,6 @@ namespace flashcore::cuda::sm90 {
 template <int kRows, int kExp2FmaEvery = 0>
 struct FwdSoftmax {
   static_assert(kExp2FmaEvery >= 0);
-  static constexpr int kRowCount = kRows;
   float row_max[kRows];  // running max of raw scores; -inf while a row has seen no key
   float row_sum[kRows];  // this thread's partial sum of exponentials
 
@@ -62,64 +60,6 @@ struct FwdSoftmax {
           s(r, c) = fast_exp2(x);
         }
         sum += s(r, c);
-      }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
-    }
-  }
-
-  // The option kernels' version of online() (fwd_score_options.h's to_probs):
-  //   row_offset  per row, an amount every entry of the row carries on top of its tile value: the
-  //               part of ALiBi's bias that is constant along a tile's row, so that the tile itself
-  //               costs one FFMA a score. It enters the max once per row and the exponent's FFMA as
-  //               part of its per-row constant.
-  //   raw_cap     > 0: the tile holds raw products s whose scores are tanh(s * raw_cap) (softcap
-  //               without ALiBi). tanh is monotonic, so the row max is tanh of the raw max (one
-  //               MUFU a row), and the per-score tanh moves off the max's critical path into the
-  //               exponent's chain, where it overlaps the max's shuffles.
-  //   kSoftcap    the call has a softcap: two MUFU ops a score (tanh, exp2), which take longer
-  //               than the other warpgroup's GEMMs (d128: 1024 vs ~980 cycles a 64 x 128 tile), so
-  //               one exponential in kSoftcapFmaEvery runs on the idle FMA pipe (exp2_fma.h).
-  static constexpr int kSoftcapFmaEvery = 3;
-  template <bool kSoftcap, class TensorS>
-  __forceinline__ __device__ void online_options(TensorS& acc_s, float scale_log2, float const (&row_offset)[kRows],
-                                                 float raw_cap, float (&correction)[kRows]) {
-    using namespace cute;
-    Tensor s = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, cols)
-    static_assert(decltype(size<0>(s))::value == kRows);
-    constexpr int kFmaEvery = kSoftcap ? kSoftcapFmaEvery : 0;
-    auto exp2_of = [](float x, int c) {
-      if constexpr (kFmaEvery > 0) {
-        return c % kFmaEvery == kFmaEvery - 1 ? exp2_fma(x) : fast_exp2(x);
-      } else {
-        return fast_exp2(x);
-      }
-    };
-    const bool capped = kSoftcap && raw_cap > 0.0f;
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      float tile_max = -INFINITY;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(s); ++c) tile_max = fmaxf(tile_max, s(r, c));
-      // Raw max -inf (every raw product -inf) caps to -1, as each entry's tanh does.
-      tile_max = capped ? fast_tanh(tile_max * raw_cap) : tile_max + row_offset[r];
-      const float new_max = quad_allreduce_max(fmaxf(row_max[r], tile_max));
-      const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
-      correction[r] = fast_exp2(row_max[r] * scale_log2 - max_scaled);
-      row_max[r] = new_max;
-      float sum = 0.0f;
-      if (capped) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = exp2_of(fast_tanh(s(r, c) * raw_cap) * scale_log2 - max_scaled, c);
-          sum += s(r, c);
-        }
-      } else {
-        const float bias = row_offset[r] * scale_log2 - max_scaled;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = exp2_of(fmaf(s(r, c), scale_log2, bias), c);
-          sum += s(r, c);
-        }
       }
       row_sum[r] = row_sum[r] * correction[r] + sum;
     }
