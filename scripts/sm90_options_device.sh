@@ -14,6 +14,9 @@
 #      options on the first shape)
 #   3. fuzz on sm90 with the score options drawn (FUZZ_COUNT, default 3000)
 #   4. forward timings, d128 bf16 (scripts/options_cost.sh's cases, forward only, sm90)
+#   ncu (only when STEPS names it): Nsight Compute's stall reasons, scheduler and pipe statistics of
+#      one forward kernel launch each, 8k d128 bf16: plain, softcap, ALiBi, window-only, causal and
+#      not (docs/tuning/forward_sm90_options.md: where the option kernels' time goes); ~1 min
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-build/device-out}"
@@ -37,7 +40,7 @@ if [ ! -x "$tests" ]; then
   tests=build/opt/tests/gpu/flashcore_gpu_tests
   cli=build/opt/tools/flashcore
 fi
-# STEPS: which of options, plain, sanitize, fuzz, timings run (default all).
+# STEPS: which of options, plain, sanitize, sanitize_window, fuzz, timings, ncu run (default all but ncu).
 want() { [[ " ${STEPS:-options plain sanitize sanitize_window fuzz timings} " == *" $1 "* ]]; }
 summary() {
   echo "ok $(grep -c '^\[       OK \]' "$1"), failed $(grep -c '^\[  FAILED  \].*(' "$1"), skipped $(grep -c '^\[  SKIPPED \]' "$1")"
@@ -87,6 +90,25 @@ timeout 100 "$cli" fuzz --device cuda --kernels sm90 --count "${FUZZ_COUNT:-3000
 echo "rc $?"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print({k: r[k] for k in ('count','passed','failed','skipped','seconds')}, r.get('skip_reasons')); [print(f) for f in r.get('failures', [])[:5]]" \
   "$out/fuzz_sm90_options.json" || tail -5 "$out/fuzz_sm90_options.err"
+fi
+
+if want ncu; then
+stamp "ncu: one forward launch per case (8k d128 bf16, sm90)"
+ncu_cases=(
+  "plain|" "softcap|--softcap 30" "alibi|--alibi" "window|--window 8190,8190"
+  "causal_plain|--causal" "causal_softcap|--causal --softcap 30" "causal_alibi|--causal --alibi"
+)
+for c in "${ncu_cases[@]}"; do
+  name="${c%%|*}"; args="${c#*|}"
+  # shellcheck disable=SC2086
+  timeout 120 ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats \
+    --section ComputeWorkloadAnalysis --csv --page details \
+    "$cli" run --device cuda --kernels sm90 --dtype bf16 --head-dim 128 --seqlen 8192 --batch 2 --heads 16 $args \
+    --warmup 1 --repeats 1 >"$out/ncu_$name.csv" 2>"$out/ncu_$name.err" || { echo "ncu $name: rc $?"; tail -3 "$out/ncu_$name.err"; }
+  grep -E '"(Duration|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued Instruction|Executed Ipc Active)' \
+    "$out/ncu_$name.csv" | awk -F'","' -v n="$name" '{print n ": " $(NF-2) " = " $NF}' | tr -d '"' | head -20
+done
 fi
 
 want timings || { stamp "done"; exit 0; }
