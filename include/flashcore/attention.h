@@ -44,6 +44,16 @@
 //            max); offsets on a GPU are not read by the validation (that would synchronise), so
 //            bad ones there give undefined results within the tensors' bounds. A sequence may be
 //            empty; one with queries but no keys gives output 0 and LSE -inf.
+//   paged:   (forward only, with varlen; flash_attn_varlen_func's block_table) k and v may instead be
+//            pages of a KV cache, (num_pages, page_size, heads_kv, head_dim) each, with block_table
+//            int32 (batch, max_pages) on q's device: key j of sequence b (j < its length from
+//            cu_seqlens_k, whose offsets then only give lengths) is slot j % page_size of page
+//            block_table[b, j / page_size]. max_seqlen_k must be at most max_pages * page_size. The
+//            pages a sequence uses are checked to lie in [0, num_pages) on the host; on a GPU (like
+//            the offsets there) they are not read by the validation, and an id outside that range
+//            reads as zero keys. Every backend gathers the pages a call uses into packed
+//            (total_k, heads_kv, head_dim) copies first, then runs the varlen forward on them
+//            (docs/flash_attn_compat.md says why); backward() takes no pages.
 //   dropout: dropout_p in [0, 1), 0 = off (training; flash_attn 2.x's semantics). After the softmax,
 //            each probability P_ij is kept and scaled by 1 / (1 - dropout_p), or dropped to 0:
 //              out_i = sum_j P_ij Z_ij v_j,   Z_ij = keep_ij / (1 - dropout_p)
@@ -150,6 +160,8 @@ struct ForwardParams {
   float dropout_p = 0.0f;
   std::uint64_t dropout_seed = 0;
   std::uint32_t dropout_offset = 0;
+  // Paged k and v (see "paged" above); absent: k and v hold the keys themselves.
+  TensorView block_table;  // int32 (batch, max_pages), with cu_seqlens_q / cu_seqlens_k only
 };
 
 struct BackwardParams {

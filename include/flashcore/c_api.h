@@ -43,7 +43,7 @@ extern "C" {
 
 /* Bumped whenever a struct layout or a function signature below changes, so a binding can refuse
  * a library it was not written for. */
-#define FLASHCORE_C_ABI_VERSION 4
+#define FLASHCORE_C_ABI_VERSION 5
 
 /* flashcore_tensor.dtype */
 enum {
@@ -166,6 +166,12 @@ typedef struct flashcore_options {
   float dropout_p;
   uint64_t dropout_seed;
   uint32_t dropout_offset;
+  /* Paged keys and values (flashcore/attention.h, "paged"; ABI version 5), flashcore_forward with
+   * cu_seqlens only: NULL (the default) or data == NULL: k and v hold the keys; else int32
+   * (batch, max_pages) on the tensors' device, and k, v are (num_pages, page_size, heads_kv,
+   * head_dim) pages. The backward and flashcore_forward_kvcache (which takes its own block_table
+   * argument) reject it. */
+  const flashcore_tensor* block_table;
 } flashcore_options;
 
 /* Fills *options with the defaults (window_left and window_right -1, every other field 0 or NULL)

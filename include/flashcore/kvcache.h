@@ -37,6 +37,10 @@
 // [0, num_pages), a position past the capacity or a cache row outside the cache is read as zeros
 // and not written; the results of such a call are unspecified. CPU calls are always checked.
 //
+// CUDA head dims that are not a multiple of 8 (and cache or output rows that are not 16-byte
+// aligned) run on padded copies of what the decode kernels read, and only the appended rows are
+// written back to the caller's cache (src/cuda/kvcache_staging.cu; docs/flash_attn_compat.md).
+//
 // CUDA split-KV memory: the partial results of a split call live in a workspace the library keeps
 // per (device, stream), grown outside stream capture and never freed (a graph captured earlier may
 // use it), so a call under a CUDA graph adds no allocation nodes when its stream has run a call of

@@ -16,6 +16,10 @@ from flashcore.flash_attn_interface import (flash_attn_func, flash_attn_kvpacked
 from flashcore.merge import merge_partials
 from flashcore.kvcache import flash_attn_with_kvcache
 
+# What a rejected argument raises: a ValueError and a RuntimeError at once (flash_attn's callers
+# catch RuntimeError), its message naming the argument.
+ArgumentError = _library.ArgumentError
+
 __version__ = _library.version()
 built_with_cuda = _library.built_with_cuda
 build_info = _library.build_info
@@ -29,4 +33,4 @@ cpu_threads = _threads.CPU_THREADS
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
            "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",
-           "merge_partials", "built_with_cuda", "build_info", "kernel_families", "__version__"]
+           "merge_partials", "ArgumentError", "built_with_cuda", "build_info", "kernel_families", "__version__"]

@@ -11,7 +11,7 @@ import pathlib
 import struct
 
 MAX_RANK = 4
-ABI_VERSION = 4  # FLASHCORE_C_ABI_VERSION this binding was written for
+ABI_VERSION = 5  # FLASHCORE_C_ABI_VERSION this binding was written for
 
 # flashcore_tensor.dtype / .device codes and the backend codes (c_api.h).
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT32, DTYPE_INT32 = 0, 1, 2, 3
@@ -70,6 +70,7 @@ class COptions(ctypes.Structure):
         ("dropout_p", ctypes.c_float),
         ("dropout_seed", ctypes.c_uint64),
         ("dropout_offset", ctypes.c_uint32),
+        ("block_table", ctypes.c_void_p),  # a flashcore_tensor's address, or NULL (k, v not paged)
     ]
 
 
@@ -90,20 +91,20 @@ def option_values(softmax_scale, causal=False, deterministic=False, num_threads=
     """COptions' fields in order, as OPTIONS_FORMAT packs them, for a call with no score option,
     dropout or packed sequences (the common case; options() builds any other)."""
     return (_OPTIONS_SIZE, 1, softmax_scale, causal, deterministic, BACKEND_AUTO, KERNELS_AUTO, num_threads,
-            stream or 0, 0, 0, -1, -1, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0)
+            stream or 0, 0, 0, -1, -1, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0)
 
 
 def options(softmax_scale, causal=False, deterministic=False, backend=BACKEND_AUTO, kernels=KERNELS_AUTO,
             num_threads=0, stream=None, workspace=None, workspace_bytes=0, window_left=-1, window_right=-1,
             softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
-            dropout_p=0.0, dropout_seed=0, dropout_offset=0):
+            dropout_p=0.0, dropout_seed=0, dropout_offset=0, block_table=None):
     """A COptions for one call (softmax_scale None: the library's default 1/sqrt(head_dim));
-    alibi_slopes and cu_seqlens_q/k are addresses of flashcore_tensor descriptors (see
+    alibi_slopes, cu_seqlens_q/k and block_table are addresses of flashcore_tensor descriptors (see
     _tensors.pack) or None."""
     return COptions(_OPTIONS_SIZE, softmax_scale is not None, 0.0 if softmax_scale is None else softmax_scale, causal,
                     deterministic, backend, kernels, num_threads, stream, workspace, workspace_bytes, window_left,
                     window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    dropout_p, dropout_seed, dropout_offset)
+                    dropout_p, dropout_seed, dropout_offset, block_table)
 
 
 class CKvCacheOptions(ctypes.Structure):
@@ -238,15 +239,21 @@ def last_error():
     return _lib.flashcore_last_error().decode(errors="replace")
 
 
+class ArgumentError(ValueError, RuntimeError):
+    """An argument flashcore rejects; the message names it. A ValueError, as Python's convention
+    has it, and a RuntimeError too, because flash_attn raises RuntimeError for bad arguments (its
+    C++ checks) and drop-in callers catch that (`except RuntimeError`)."""
+
+
 def check(status):
     """Raises the Python exception for a flashcore status code, with the library's message (which
-    names the offending argument): ValueError for an invalid argument, NotImplementedError for a
+    names the offending argument): ArgumentError for an invalid argument, NotImplementedError for a
     valid request this build or device cannot serve, RuntimeError otherwise."""
     if status == STATUS_OK:
         return
     message = last_error()
     if status == STATUS_INVALID_ARGUMENT:
-        raise ValueError(message)
+        raise ArgumentError(message)
     if status == STATUS_NOT_SUPPORTED:
         raise NotImplementedError(message)
     raise RuntimeError(message)

@@ -60,19 +60,21 @@ def _lse_shape(q, varlen):
 
 def run_forward(q, k, v, softmax_scale, causal, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
                 cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dropout_p=0.0, dropout_seed=0,
-                dropout_offset=0):
+                dropout_offset=0, block_table=None):
     """(out, lse) from the library; out is contiguous whatever q's strides. With cu_seqlens_q/k the
-    tensors are packed (total, nheads, headdim) sequences (flash_attn's varlen layout). dropout_p > 0:
+    tensors are packed (total, nheads, headdim) sequences (flash_attn's varlen layout), and with
+    block_table k and v are pages (num_blocks, page_block_size, nheads_k, headdim). dropout_p > 0:
     dropout with the library's Philox stream keyed by (dropout_seed, dropout_offset)."""
     out = torch.empty_like(q, memory_format=_CONTIGUOUS)
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=_FLOAT32)
-    descriptors, views = pack(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
+    descriptors, views = pack(q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k, block_table)
     stream, num_threads, guard = _launch_context(q.device)
     options = ctypes.byref(lib.options(softmax_scale, causal, stream=stream, num_threads=num_threads,
                                        window_left=window_left, window_right=window_right, softcap=softcap,
                                        alibi_slopes=views[5], cu_seqlens_q=views[6], cu_seqlens_k=views[7],
                                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, dropout_p=dropout_p,
-                                       dropout_seed=dropout_seed, dropout_offset=dropout_offset))
+                                       dropout_seed=dropout_seed, dropout_offset=dropout_offset,
+                                       block_table=views[8]))
     if guard is None:
         status = lib.forward(*views[:5], options)
     else:

@@ -12,6 +12,7 @@ import struct
 import torch
 
 from flashcore import _library as lib
+from flashcore._library import ArgumentError
 
 _DTYPE_CODES = {
     torch.float16: lib.DTYPE_FLOAT16,
@@ -43,6 +44,7 @@ Q_LAYOUT = "(batch, seqlen_q, nheads, headdim)"
 KV_LAYOUT = "(batch, seqlen_k, nheads_k, headdim)"
 Q_LAYOUT_VARLEN = "(total_q, nheads, headdim)"
 KV_LAYOUT_VARLEN = "(total_k, nheads_k, headdim)"
+KV_LAYOUT_PAGED = "(num_blocks, page_block_size, nheads_k, headdim)"
 
 
 def pack(*tensors):
@@ -132,36 +134,37 @@ def check_tensor(name, t, rank, layout):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"flashcore: {name}: expected a torch.Tensor of shape {layout}, got {type(t).__name__}")
     if t.dim() != rank:
-        raise ValueError(f"flashcore: {name}: expected a rank-{rank} tensor {layout}, got shape {tuple(t.shape)}")
+        raise ArgumentError(f"flashcore: {name}: expected a rank-{rank} tensor {layout}, got shape {tuple(t.shape)}")
     if t.numel() == 0:
-        raise ValueError(f"flashcore: {name}: every dimension of {layout} must be at least 1, got shape "
-                         f"{tuple(t.shape)}")
+        raise ArgumentError(f"flashcore: {name}: every dimension of {layout} must be at least 1, got shape "
+                            f"{tuple(t.shape)}")
     if t.stride(-1) != 1 and t.shape[-1] != 1:
-        raise ValueError(
+        raise ArgumentError(
             f"flashcore: {name}: the last dimension (headdim) must be contiguous (stride 1), got strides "
             f"{tuple(t.stride())}; call .contiguous() first")
 
 
-def check_attention_inputs(q, k, v, varlen=False):
-    """q, k, v: rank 4 (rank 3, packed, with varlen), float16/bfloat16 (or float32 on the CPU) of one dtype, on one CPU or
-    CUDA device, headdim contiguous."""
+def check_attention_inputs(q, k, v, varlen=False, paged=False):
+    """q, k, v: rank 4 (rank 3, packed, with varlen; k and v rank-4 pages when paged), float16/bfloat16 (or float32
+    on the CPU) of one dtype, on one CPU or CUDA device, headdim contiguous."""
     rank, q_layout, kv_layout = (3, Q_LAYOUT_VARLEN, KV_LAYOUT_VARLEN) if varlen else (4, Q_LAYOUT, KV_LAYOUT)
+    kv_rank, kv_layout = (4, KV_LAYOUT_PAGED) if paged else (rank, kv_layout)
     check_tensor("q", q, rank, q_layout)
-    check_tensor("k", k, rank, kv_layout)
-    check_tensor("v", v, rank, kv_layout)
+    check_tensor("k", k, kv_rank, kv_layout)
+    check_tensor("v", v, kv_rank, kv_layout)
     if q.dtype not in _INPUT_DTYPES:
-        raise ValueError(f"flashcore: q: expected dtype torch.float16, torch.bfloat16 or (on the CPU) "
-                         f"torch.float32, got {q.dtype}")
+        raise ArgumentError(f"flashcore: q: expected dtype torch.float16, torch.bfloat16 or (on the CPU) "
+                            f"torch.float32, got {q.dtype}")
     if q.device.type not in _DEVICE_CODES:
-        raise ValueError(f"flashcore: q: expected a CPU or CUDA tensor, got one on {q.device}")
+        raise ArgumentError(f"flashcore: q: expected a CPU or CUDA tensor, got one on {q.device}")
     if q.dtype == torch.float32 and q.device.type == "cuda":
-        raise ValueError("flashcore: q: float32 inputs run on the CPU backend only; on CUDA pass torch.float16 "
-                         "or torch.bfloat16")
+        raise ArgumentError("flashcore: q: float32 inputs run on the CPU backend only; on CUDA pass torch.float16 "
+                            "or torch.bfloat16")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
-            raise ValueError(f"flashcore: {name}: expected dtype {q.dtype} like q, got {t.dtype}")
+            raise ArgumentError(f"flashcore: {name}: expected dtype {q.dtype} like q, got {t.dtype}")
         if t.device != q.device:
-            raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
+            raise ArgumentError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
 
 
 def check_cu_seqlens(name, t, q):
@@ -170,8 +173,8 @@ def check_cu_seqlens(name, t, q):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"flashcore: {name}: expected an int32 tensor of shape (batch + 1,), got {type(t).__name__}")
     if t.dtype != torch.int32:
-        raise ValueError(f"flashcore: {name}: expected dtype torch.int32, got {t.dtype}")
+        raise ArgumentError(f"flashcore: {name}: expected dtype torch.int32, got {t.dtype}")
     if t.device != q.device:
-        raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
+        raise ArgumentError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {t.device}")
     if t.dim() != 1 or t.numel() < 2:
-        raise ValueError(f"flashcore: {name}: expected shape (batch + 1,) with batch >= 1, got {tuple(t.shape)}")
+        raise ArgumentError(f"flashcore: {name}: expected shape (batch + 1,) with batch >= 1, got {tuple(t.shape)}")

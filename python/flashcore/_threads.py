@@ -16,6 +16,7 @@ import os
 import torch
 
 from flashcore import _library as lib
+from flashcore._library import ArgumentError
 
 _RUNTIME_NAMES = ("libgomp", "libiomp", "libomp")
 
@@ -42,7 +43,7 @@ def use_threads(which):
     """'torch': run flashcore's CPU work on PyTorch's OpenMP threads (the default where possible);
     'pool': on flashcore's own pool. Returns the choice in effect."""
     if which not in ("torch", "pool"):
-        raise ValueError(f"flashcore: threads must be 'torch' or 'pool', got {which!r}")
+        raise ArgumentError(f"flashcore: threads must be 'torch' or 'pool', got {which!r}")
     if lib.cpu_use_openmp is None:
         return "pool"
     runtime = torch_openmp_runtime() if which == "torch" else None

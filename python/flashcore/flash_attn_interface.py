@@ -18,8 +18,10 @@ undo with normalize_flash_attn_S (the fa_compat shim's _get_block_size_n says 12
 with torch from q and k; 0 outside the mask and in the padding. Meant for small test shapes: it
 materialises seqlen_q x seqlen_k.
 
-block_table (the paged KV cache of flash_attn_varlen_func) raises NotImplementedError; no option is
-silently ignored.
+block_table (flash_attn_varlen_func's paged KV cache): k and v are pages (num_blocks,
+page_block_size, nheads_k, headdim), any page_block_size >= 1, and sequence b's key j is slot
+j % page_block_size of page block_table[b, j // page_block_size]; forward only, as in flash_attn (a
+gradient through it raises NotImplementedError naming block_table). No option is silently ignored.
 """
 
 import math
@@ -28,6 +30,8 @@ import numbers
 import torch
 
 from flashcore import _dropout
+from flashcore import _ops
+from flashcore._library import ArgumentError
 from flashcore._ops import attention, attention_dense, eager
 from flashcore._tensors import check_attention_inputs, check_cu_seqlens, check_tensor, plain_dense_inputs
 
@@ -45,7 +49,7 @@ def _check_window_size(window_size):
                         f"{type(window_size).__name__} {window_size!r}; (-1, -1) means no window")
     if len(window_size) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, bool)
                                         for w in window_size):
-        raise ValueError(f"flashcore: window_size: expected a (left, right) pair of ints, got {window_size!r}")
+        raise ArgumentError(f"flashcore: window_size: expected a (left, right) pair of ints, got {window_size!r}")
     return tuple(int(w) for w in window_size)
 
 
@@ -65,13 +69,13 @@ def _check_alibi_slopes(alibi_slopes, q):
         raise TypeError(f"flashcore: alibi_slopes: expected a float32 tensor of shape (nheads,) or (batch, nheads) "
                         f"or None, got {type(alibi_slopes).__name__}")
     if alibi_slopes.dtype != torch.float32:
-        raise ValueError(f"flashcore: alibi_slopes: expected dtype torch.float32, got {alibi_slopes.dtype}")
+        raise ArgumentError(f"flashcore: alibi_slopes: expected dtype torch.float32, got {alibi_slopes.dtype}")
     if alibi_slopes.device != q.device:
-        raise ValueError(f"flashcore: alibi_slopes: expected a tensor on {q.device} like q, got one on "
-                         f"{alibi_slopes.device}")
+        raise ArgumentError(f"flashcore: alibi_slopes: expected a tensor on {q.device} like q, got one on "
+                            f"{alibi_slopes.device}")
     if alibi_slopes.dim() not in (1, 2) or alibi_slopes.numel() == 0:
-        raise ValueError(f"flashcore: alibi_slopes: expected shape (nheads,) or (batch, nheads), got "
-                         f"{tuple(alibi_slopes.shape)}")
+        raise ArgumentError(f"flashcore: alibi_slopes: expected shape (nheads,) or (batch, nheads), got "
+                            f"{tuple(alibi_slopes.shape)}")
     return alibi_slopes
 
 
@@ -146,7 +150,7 @@ def _softmax_scale(softmax_scale, headdim):
         raise TypeError(f"flashcore: softmax_scale: expected a number or None, got "
                         f"{type(softmax_scale).__name__} {softmax_scale!r}")
     if not math.isfinite(value):
-        raise ValueError(f"flashcore: softmax_scale: must be finite, got {value}")
+        raise ArgumentError(f"flashcore: softmax_scale: must be finite, got {value}")
     return value
 
 
@@ -198,6 +202,54 @@ def _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softc
     return out, lse, s_dmask
 
 
+class _PagedForward(torch.autograd.Function):
+    """The paged varlen forward, so that a gradient asked through it fails naming block_table instead
+    of silently missing q's share (flash_attn has no backward for it either)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, options):
+        out, lse = _ops.run_forward(q, k, v, *options)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        raise NotImplementedError("flashcore: block_table: the paged varlen forward (flash_attn_varlen_func with "
+                                  "block_table) has no backward, as in flash_attn; pass packed k and v to train")
+
+
+def _paged_varlen(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                  return_attn_probs, block_table):
+    """flash_attn_varlen_func with block_table: k and v are pages the library gathers (attention.h)."""
+    check_attention_inputs(q, k, v, varlen=True, paged=True)
+    if not isinstance(block_table, torch.Tensor):
+        raise TypeError(f"flashcore: block_table: expected an int32 tensor or None, got {type(block_table).__name__}")
+    if block_table.dtype != torch.int32:
+        raise ArgumentError(f"flashcore: block_table: expected dtype torch.int32, got {block_table.dtype}")
+    if block_table.device != q.device:
+        raise ArgumentError(f"flashcore: block_table: expected a tensor on {q.device} like q, got one on "
+                            f"{block_table.device}")
+    dropout_p = _check_dropout_p(dropout_p)
+    if return_attn_probs and dropout_p > 0.0:
+        raise NotImplementedError("flashcore: return_attn_probs: S_dmask is not computed for paged keys "
+                                  "(block_table) with dropout_p > 0")
+    window_size = _check_window_size(window_size)
+    softcap = _check_softcap(softcap)
+    alibi_slopes = _check_alibi_slopes(alibi_slopes, q)
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = varlen
+    check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q)
+    check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, q)
+    seed, offset = _dropout.seed_and_offset(q.device) if dropout_p > 0.0 else (0, 0)
+    options = (_softmax_scale(softmax_scale, q.shape[-1]), bool(causal), int(window_size[0]), int(window_size[1]),
+               softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, _check_max_seqlen("max_seqlen_q", max_seqlen_q),
+               _check_max_seqlen("max_seqlen_k", max_seqlen_k), dropout_p, seed, offset, block_table)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out, lse = _PagedForward.apply(q, k, v, options)
+    else:
+        out, lse = _ops.run_forward(q, k, v, *options)
+    return (out, lse, None) if return_attn_probs else out
+
+
 def _defaults_only(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                    return_attn_probs):
     """Whether flash_attn_func's options are its defaults, up to softmax_scale (None or a finite
@@ -247,7 +299,7 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     Returns out: (batch, seqlen_q, nheads, headdim)."""
     check_tensor("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)")
     if kv.shape[2] != 2:
-        raise ValueError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
+        raise ArgumentError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=2)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, dropout_p=dropout_p)
@@ -259,7 +311,7 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     Returns out: (batch, seqlen, nheads, headdim)."""
     check_tensor("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)")
     if qkv.shape[2] != 3:
-        raise ValueError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
+        raise ArgumentError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=2)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, dropout_p=dropout_p)
@@ -275,10 +327,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     max_seqlen_q / max_seqlen_k: the longest sequence of each. No query sees another sequence's
     keys; causal, window_size and ALiBi are aligned per sequence (bottom-right). alibi_slopes:
     (nheads,) or (batch, nheads). Returns out: (total_q, nheads, headdim); with return_attn_probs
-    (out, softmax_lse (nheads, total_q) float32, None). block_table (paged KV) is not supported.
+    (out, softmax_lse (nheads, total_q) float32, None). block_table: int32 (batch, max_blocks), k and v
+    then pages (num_blocks, page_block_size, nheads_k, headdim) (module docstring; forward only).
     """
     if block_table is not None:
-        raise NotImplementedError("flashcore: block_table (paged KV cache) is not supported yet (only None)")
+        return _paged_varlen(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p,
+                             softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table)
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p)
 
@@ -289,7 +343,7 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     """flash_attn_varlen_func with k and v packed: kv (total_k, 2, nheads_k, headdim)."""
     check_tensor("kv", kv, 4, "(total_k, 2, nheads_k, headdim)")
     if kv.shape[1] != 2:
-        raise ValueError(f"flashcore: kv: dimension 1 must be 2 (k, v), got shape {tuple(kv.shape)}")
+        raise ArgumentError(f"flashcore: kv: dimension 1 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=1)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p)
@@ -302,7 +356,7 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
     offsets for queries and keys."""
     check_tensor("qkv", qkv, 4, "(total, 3, nheads, headdim)")
     if qkv.shape[1] != 3:
-        raise ValueError(f"flashcore: qkv: dimension 1 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
+        raise ArgumentError(f"flashcore: qkv: dimension 1 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=1)  # views: no copy
     return _attention(q, k, v, softmax_scale, causal, deterministic, window_size, softcap, alibi_slopes,
                       return_attn_probs, (cu_seqlens, cu_seqlens, max_seqlen, max_seqlen), dropout_p)

@@ -13,6 +13,7 @@ import numbers
 import torch
 
 from flashcore import _library as lib
+from flashcore._library import ArgumentError
 from flashcore._ops import _launch_context
 from flashcore._tensors import check_tensor, pack
 from flashcore.flash_attn_interface import _check_alibi_slopes, _check_softcap, _check_window_size, _softmax_scale
@@ -29,9 +30,9 @@ def _index_tensor(name, value, q, batch):
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"flashcore: {name}: expected an int32 tensor or None, got {type(value).__name__}")
     if value.dtype != torch.int32:
-        raise ValueError(f"flashcore: {name}: expected dtype torch.int32, got {value.dtype}")
+        raise ArgumentError(f"flashcore: {name}: expected dtype torch.int32, got {value.dtype}")
     if value.device != q.device:
-        raise ValueError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {value.device}")
+        raise ArgumentError(f"flashcore: {name}: expected a tensor on {q.device} like q, got one on {value.device}")
     return value
 
 

@@ -10,6 +10,7 @@ tensors, the CPU backend otherwise), whatever the tensors' dtypes.
 
 import torch
 
+from flashcore._library import ArgumentError
 from flashcore._ops import run_merge
 from flashcore._tensors import check_tensor
 
@@ -21,11 +22,11 @@ _OUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def _check(name, t, rank, layout, dtypes, device):
     check_tensor(name, t, rank, layout)
     if t.dtype not in dtypes:
-        raise ValueError(f"flashcore: {name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
+        raise ArgumentError(f"flashcore: {name}: expected dtype {' or '.join(map(str, dtypes))}, got {t.dtype}")
     if t.device != device:
-        raise ValueError(f"flashcore: {name}: expected a tensor on {device} like out_a, got one on {t.device}")
+        raise ArgumentError(f"flashcore: {name}: expected a tensor on {device} like out_a, got one on {t.device}")
     if t.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"flashcore: {name}: expected a CPU or CUDA tensor, got one on {t.device}")
+        raise ArgumentError(f"flashcore: {name}: expected a CPU or CUDA tensor, got one on {t.device}")
 
 
 def merge_partials(out_a, lse_a, out_b, lse_b, out=None, lse=None):

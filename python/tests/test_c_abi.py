@@ -231,3 +231,26 @@ def test_selected_kernels_on_cpu_is_auto():
     family = ctypes.c_int32(-1)
     assert lib.selected_kernels(*views, 0, opts(), ctypes.byref(family)) == lib.STATUS_OK, lib.last_error()
     assert family.value == lib.KERNELS_AUTO
+
+
+def test_block_table_in_the_options():
+    """ABI version 5's block_table: a paged varlen forward runs (test_varlen.py checks its numbers);
+    the backward and the KV-cache call, which take no pages through the options, refuse it by name;
+    a v4-sized struct (ending before it) leaves it absent."""
+    table = torch.tensor([[1], [0]], dtype=torch.int32)
+    q = torch.randn(5, 2, 32, dtype=torch.float16)
+    pages = torch.randn(2, 4, 2, 32, dtype=torch.float16)
+    cu_q = torch.tensor([0, 3, 5], dtype=torch.int32)
+    cu_k = torch.tensor([0, 4, 6], dtype=torch.int32)
+    out, lse = torch.full_like(q, float("nan")), torch.full((2, 5), float("nan"))
+    buffer, views = pack(q, pages, pages, out, lse, cu_q, cu_k, table)
+    paged = dict(cu_seqlens_q=views[5], cu_seqlens_k=views[6], max_seqlen_q=3, max_seqlen_k=4, block_table=views[7])
+    assert lib.forward(*views[:5], opts(**paged)) == lib.STATUS_OK, lib.last_error()
+    assert not torch.isnan(out).any()
+    grads = pack(q, pages, pages, out, torch.randn_like(q), lse, q.clone(), pages.clone(), pages.clone())
+    assert lib.backward(*grads[1], opts(**paged)) == lib.STATUS_INVALID_ARGUMENT
+    assert "block_table: the backward takes no paged keys" in lib.last_error()
+    options = lib.options(SCALE, False, **paged)
+    options.struct_size = lib.COptions.block_table.offset  # a caller built against ABI version 4
+    assert lib.forward(*views[:5], ctypes.byref(options)) == lib.STATUS_INVALID_ARGUMENT
+    assert "k: expected rank 3" in lib.last_error()  # pages seen as packed keys: no block_table read

@@ -205,3 +205,17 @@ def test_first_order_gradients_still_work_after_a_refusal():
     q, k, v = _double_backward_inputs()
     flash_attn_func(q, k, v).float().sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_argument_errors_are_value_and_runtime_errors():
+    """flash_attn raises RuntimeError for bad arguments (its C++ checks), so drop-in callers catch
+    that; flashcore's ArgumentError is both, from the Python checks and from the library's."""
+    import flashcore
+    assert issubclass(flashcore.ArgumentError, ValueError) and issubclass(flashcore.ArgumentError, RuntimeError)
+    q, k, v = qkv()
+    with pytest.raises(RuntimeError, match="window_size"):  # raised in Python
+        flash_attn_func(q, k, v, window_size=(-2, -1))
+    with pytest.raises(RuntimeError, match="k: head_dim 16 does not match"):  # raised by the library
+        flash_attn_func(q, k[..., :16], v)
+    with pytest.raises(flashcore.ArgumentError, match="q: expected dtype"):
+        flash_attn_func(q.int(), k, v)

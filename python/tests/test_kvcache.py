@@ -38,6 +38,12 @@ CASES = [
     dict(name="leftpad_batch_idx", batch=3, sq=1, hq=4, hkv=2, d=64, cap=80, page=0, new=1, leftpad=True, batch_idx=True),
     dict(name="options", batch=2, sq=2, hq=4, hkv=2, d=64, cap=128, page=16, new=2, causal=True, window=(40, -1),
          softcap=1.5, alibi=True, splits=3),
+    # head dims that are not a multiple of 8: CUDA runs them on padded copies (kvcache_staging.cu)
+    dict(name="hdim59_rotary_leftpad_batch_idx", batch=3, sq=1, hq=6, hkv=2, d=59, cap=70, page=0, new=1, rotary=1,
+         leftpad=True, batch_idx=True),
+    dict(name="hdim40_paged_speculative", batch=2, sq=2, hq=4, hkv=1, d=40, cap=64, page=16, new=2, rotary=2,
+         causal=True, splits=2),
+    dict(name="hdim59_paged256_no_append", batch=2, sq=1, hq=4, hkv=4, d=59, cap=300, page=256, new=0),
 ]
 
 
@@ -151,3 +157,18 @@ def test_bad_block_table_is_refused_and_writes_nothing(device):
     assert torch.equal(kc, before)
     with pytest.raises(ValueError, match="cache_seqlens"):
         flashcore.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens.long(), block_table=table)
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_paged_overflow_is_a_runtime_error_naming_block_table(device, append):
+    """flash_attn's test_flash_attn_kvcache_paged_block_table_bounds: a sequence past the positions
+    block_table maps raises RuntimeError naming block_table (flashcore's ArgumentError is one)."""
+    kc = torch.randn(4, 256, 1, 64, dtype=torch.float16, device=device)
+    q = torch.randn(1, 1, 1, 64, dtype=torch.float16, device=device)
+    table = torch.zeros(1, 1, dtype=torch.int32, device=device)
+    k = torch.randn(1, 1, 1, 64, dtype=torch.float16, device=device) if append else None
+    seqlens = torch.full((1,), 256 if append else 257, dtype=torch.int32, device=device)
+    with pytest.raises(RuntimeError, match="block_table"):
+        flashcore.flash_attn_with_kvcache(q, kc, kc.clone(), k, k, cache_seqlens=seqlens, block_table=table)
+    out = flashcore.flash_attn_with_kvcache(q, kc, kc.clone(), cache_seqlens=256, block_table=table)
+    assert out.shape == q.shape and not out.isnan().any()

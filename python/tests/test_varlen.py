@@ -132,5 +132,71 @@ def test_bad_cu_seqlens_tensors_name_the_argument():
         flash_attn_varlen_func(q, q, q, cu, torch.tensor([0, 20], dtype=torch.int32), 10, 20)
     with pytest.raises(ValueError, match="q: expected a rank-3 tensor"):
         flash_attn_varlen_func(q[None], q, q, cu, cu, 10, 10)
-    with pytest.raises(NotImplementedError, match="block_table"):
+    with pytest.raises(ValueError, match=r"k: expected a rank-4 tensor \(num_blocks"):  # block_table: pages
         flash_attn_varlen_func(q, q, q, cu, cu, 10, 10, block_table=cu)
+
+
+def paged(k, v, lens_k, page_size, g):
+    """k, v packed (total_k, nheads_k, headdim) spread over shuffled pages (with spare ones):
+    (k_pages, v_pages, block_table) such that sequence b's key j is slot j % page_size of page
+    block_table[b, j // page_size]."""
+    max_pages = max((n + page_size - 1) // page_size for n in lens_k) + 1
+    num_pages = len(lens_k) * max_pages + 2
+    order = torch.randperm(num_pages, generator=g)
+    table = order[: len(lens_k) * max_pages].view(len(lens_k), max_pages).int()
+    k_pages = torch.randn(num_pages, page_size, *k.shape[1:], generator=g).to(k.dtype)
+    v_pages = torch.randn(num_pages, page_size, *v.shape[1:], generator=g).to(v.dtype)
+    start = 0
+    for b, n in enumerate(lens_k):
+        for j in range(n):
+            page, slot = table[b, j // page_size].item(), j % page_size
+            k_pages[page, slot], v_pages[page, slot] = k[start + j], v[start + j]
+        start += n
+    return k_pages, v_pages, table
+
+
+# (lens_q, lens_k, nheads, nheads_k, headdim, page_size, causal, window_size)
+PAGED_CASES = [
+    pytest.param([5, 3, 64], [37, 0, 70], 4, 2, 64, 16, False, (-1, -1), id="pages16-empty-gqa"),
+    pytest.param([1, 1, 1], [9, 300, 1], 4, 1, 59, 256, True, (-1, -1), id="pages256-decode-hdim59"),
+    pytest.param([30, 12], [20, 33], 2, 2, 40, 7, True, (8, -1), id="pages7-window-hdim40"),
+]
+
+
+@pytest.mark.parametrize("lens_q,lens_k,nheads,nheads_k,headdim,page_size,causal,window_size", PAGED_CASES)
+def test_paged_varlen_equals_the_packed_call(device, lens_q, lens_k, nheads, nheads_k, headdim, page_size, causal,
+                                             window_size):
+    """flash_attn_varlen_func with block_table (paged k and v) gives what the same call gives on the
+    packed keys the pages hold: exactly on the CPU (the same computation on the same values)."""
+    g = torch.Generator().manual_seed(3)
+    dtype = torch.bfloat16
+    q = torch.randn(sum(lens_q), nheads, headdim, generator=g).to(dtype)
+    k = torch.randn(sum(lens_k), nheads_k, headdim, generator=g).to(dtype)
+    v = torch.randn(sum(lens_k), nheads_k, headdim, generator=g).to(dtype)
+    k_pages, v_pages, table = paged(k, v, lens_k, page_size, g)
+    to = lambda t: t.to(device)
+    args = (to(cu_seqlens(lens_q, "cpu")), to(cu_seqlens(lens_k, "cpu")), max(lens_q), max(lens_k))
+    kw = dict(causal=causal, window_size=window_size, return_attn_probs=True)
+    out, lse, _ = flash_attn_varlen_func(to(q), to(k_pages), to(v_pages), *args, block_table=to(table), **kw)
+    want, want_lse, _ = flash_attn_varlen_func(to(q), to(k), to(v), *args, **kw)
+    if device == "cpu":
+        assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    else:
+        torch.testing.assert_close(out, want)
+        torch.testing.assert_close(lse, want_lse)
+
+
+def test_paged_varlen_is_forward_only_and_checks_block_table(device):
+    q = torch.randn(4, 2, 32, device=device, dtype=torch.float16, requires_grad=True)
+    pages = torch.randn(3, 16, 2, 32, device=device, dtype=torch.float16)
+    cu = torch.tensor([0, 2, 4], dtype=torch.int32, device=device)
+    table = torch.tensor([[2], [0]], dtype=torch.int32, device=device)
+    out = flash_attn_varlen_func(q, pages, pages, cu, cu, 2, 2, block_table=table)
+    with pytest.raises(NotImplementedError, match="block_table"):
+        out.sum().backward()
+    with pytest.raises(ValueError, match="block_table: expected dtype torch.int32"):
+        flash_attn_varlen_func(q, pages, pages, cu, cu, 2, 2, block_table=table.long())
+    with pytest.raises(RuntimeError, match="max_seqlen_k: must be in"):  # 1 page of 16 per sequence
+        flash_attn_varlen_func(q, pages, pages, cu, cu, 2, 17, block_table=table)
+    with pytest.raises(ValueError, match=r"k: expected a rank-4 tensor \(num_blocks"):
+        flash_attn_varlen_func(q, pages[0], pages[0], cu, cu, 2, 2, block_table=table)

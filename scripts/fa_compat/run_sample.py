@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--seed", default="0")
     parser.add_argument("--out", default=os.environ.get("OUT", "build"))
     parser.add_argument("--budget", type=float, default=0, help="seconds of running after which the rest skip")
+    parser.add_argument("-k", dest="select", default="", help="pytest -k expression: only the matching tests")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,7 @@ def main():
     env = dict(os.environ, FA_SAMPLE_FRACTION=str(args.fraction), FA_SAMPLE_SEED=args.seed, FA_SAMPLE_BUDGET=str(args.budget),
                PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "pytest", args.test_file, "-p", "fa_sample", "-p", "no:cacheprovider", "-q",
-               "--junitxml", str(junit), "-o", "junit_family=xunit1"]
+               "--junitxml", str(junit), "-o", "junit_family=xunit1"] + (["-k", args.select] if args.select else [])
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counts = collections.Counter()
     reasons = collections.Counter()

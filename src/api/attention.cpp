@@ -2,6 +2,7 @@
 #include "flashcore/attention.h"
 
 #include "api/cuda_backend.h"
+#include "api/paged_kv.h"
 #include "api/problem.h"
 #include "api/varlen_split.h"
 #include "cpu/cpu_backend.h"
@@ -52,6 +53,7 @@ Status run_backward(const BackwardParams& params, const AttentionProblem& proble
 }  // namespace detail
 
 Status forward(const ForwardParams& params) {
+  if (params.block_table.present()) return detail::forward_paged(params);
   detail::AttentionProblem problem;
   FLASHCORE_RETURN_IF_ERROR(detail::validate_forward(params, &problem));
   if (problem.varlen() && problem.backend != Backend::kCuda) return detail::forward_by_sequence(params, problem);

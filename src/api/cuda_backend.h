@@ -4,8 +4,9 @@
 
 #include <cstddef>
 
-#include "api/merge_problem.h"
 #include "api/kvcache_problem.h"
+#include "api/merge_problem.h"
+#include "api/paged_kv.h"
 #include "api/problem.h"
 
 namespace flashcore::cuda {
@@ -17,6 +18,11 @@ Status backward(const BackwardParams& params, const detail::AttentionProblem& pr
 // The family forward() / backward() would run (KernelFamily::kAuto resolved).
 Status forward_family(const ForwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
 Status backward_family(const BackwardParams& params, const detail::AttentionProblem& problem, KernelFamily* family);
+
+// forward() with paged k and v on CUDA tensors (api/paged_kv.h): gathers the pages into packed
+// copies on params.stream, then runs detail::gathered_call on them. The layout is checked; the
+// device-side offsets and page ids are not read on the host.
+Status forward_paged(const ForwardParams& params, const detail::PagedKv& layout);
 
 // merge_partials (flashcore/merge.h) on CUDA tensors, on params.stream.
 Status merge_partials(const MergeParams& params, const detail::MergeProblem& problem);

@@ -16,6 +16,7 @@ Status backward_workspace_size(const BackwardParams&, const detail::AttentionPro
 Status backward(const BackwardParams&, const detail::AttentionProblem&) { return unavailable(); }
 Status forward_family(const ForwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
 Status backward_family(const BackwardParams&, const detail::AttentionProblem&, KernelFamily*) { return unavailable(); }
+Status forward_paged(const ForwardParams&, const detail::PagedKv&) { return unavailable(); }
 Status merge_partials(const MergeParams&, const detail::MergeProblem&) { return unavailable(); }
 Status copy_kvcache_indices(const KvCacheParams&, const detail::KvCacheProblem&, detail::KvCacheIndices*) {
   return unavailable();

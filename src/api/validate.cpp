@@ -366,6 +366,10 @@ Status check_k_like(const Checker& c, const char* name, const TensorView& t, con
 
 Status validate_forward(const ForwardParams& params, AttentionProblem* problem) {
   const Checker c("flashcore::forward");
+  if (params.block_table.present()) {
+    // forward() gathers the pages first (paged_kv.h) and validates the call on the gathered copies.
+    return c.fail("block_table", "paged keys and values are gathered by forward() itself; validate its gathered call");
+  }
   const VarlenArgs varlen{params.cu_seqlens_q, params.cu_seqlens_k, params.max_seqlen_q, params.max_seqlen_k};
   FLASHCORE_RETURN_IF_ERROR(check_common(c, params.q, params.k, params.v, params.softmax_scale, params.causal,
                                          params.backend, params.kernels, params.num_threads, varlen, problem));

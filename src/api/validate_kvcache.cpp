@@ -256,8 +256,12 @@ Status check_kvcache_indices(const KvCacheProblem& p, const KvCacheIndices& x) {
     const std::int64_t pad = x.cache_leftpad[b];
     if (len < 0) return fail("cache_seqlens", "must be >= 0, got " + str(len) + seq);
     if (len + p.seqlen_new > p.capacity) {
+      // A paged cache's capacity is block_table's: say so, as flash_attn does (its callers match on it).
+      const std::string holds = p.paged ? "the " + str(p.capacity) + " positions block_table maps (" + str(p.max_pages) +
+                                              " pages of " + str(p.page_size) + ")"
+                                        : "the cache's " + str(p.capacity) + " positions";
       return fail("cache_seqlens", "cache_seqlens + seqlen_new = " + str(len) + " + " + str(p.seqlen_new) +
-                                       " exceeds the cache's " + str(p.capacity) + " positions" + seq);
+                                       " exceeds " + holds + seq);
     }
     if (pad < 0 || pad > len) {
       return fail("cache_leftpad", "must be in [0, cache_seqlens] = [0, " + str(len) + "], got " + str(pad) + seq);

@@ -172,7 +172,14 @@ Status to_forward_params(const char* function, const flashcore_tensor* q, const 
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "out", out, &params->out));
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "lse", lse, &params->lse));
   FLASHCORE_C_RETURN_IF_ERROR(apply_options(function, options, params));
+  FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "block_table", options.block_table, &params->block_table));
   return apply_varlen_options(function, options, params);
+}
+
+// block_table in the options of a call that takes no pages.
+Status refuse_block_table(const char* function, const flashcore_options& o, const char* why) {
+  if (o.block_table == nullptr || o.block_table->data == nullptr) return Status::Ok();
+  return invalid(function, "block_table", why);
 }
 
 Status to_backward_params(const char* function, const flashcore_tensor* q, const flashcore_tensor* k,
@@ -193,6 +200,8 @@ Status to_backward_params(const char* function, const flashcore_tensor* q, const
   FLASHCORE_C_RETURN_IF_ERROR(to_view(function, "dv", dv, &params->dv));
   FLASHCORE_C_RETURN_IF_ERROR(apply_options(function, options, params));
   FLASHCORE_C_RETURN_IF_ERROR(apply_varlen_options(function, options, params));
+  FLASHCORE_C_RETURN_IF_ERROR(refuse_block_table(function, options, "the backward takes no paged keys and values "
+                                                                    "(flash_attn's paged varlen call is forward only)"));
   params->deterministic = options.deterministic != 0;
   params->workspace = options.workspace;
   params->workspace_bytes = options.workspace_bytes;
@@ -315,6 +324,8 @@ int flashcore_forward_kvcache(const flashcore_tensor* q, const flashcore_tensor*
     };
     for (const auto& [name, pair] : views) FLASHCORE_C_RETURN_IF_ERROR(to_view(kFunction, name, pair.first, pair.second));
     FLASHCORE_C_RETURN_IF_ERROR(apply_options(kFunction, o, &params));
+    FLASHCORE_C_RETURN_IF_ERROR(refuse_block_table(kFunction, o, "pass the cache's block_table as the argument, "
+                                                                 "not in the options"));
     if (o.cu_seqlens_q != nullptr || o.cu_seqlens_k != nullptr) {
       return invalid(kFunction, "cu_seqlens_q", "variable-length batches are not an option of the KV-cache forward "
                                                 "(cache_seqlens gives each sequence's length)");

@@ -1,7 +1,8 @@
-// flashcore::cuda::forward_kvcache: checks what only the CUDA path needs (device pointers, 16-byte
-// aligned rows: the cache is written in place, so it cannot run on staged copies), fills the
-// arch-neutral DecodeParams and launches the decode kernels dispatch.cu picks. And the copy of the
-// index tensors to the host for the API's checks.
+// flashcore::cuda::forward_kvcache: checks what only the CUDA path needs (device pointers), sends
+// calls the decode kernels cannot read in place (a head dim that is not a multiple of 8, cache or
+// output rows not 16-byte aligned) to the staged path (kvcache_staging.cu), fills the arch-neutral
+// DecodeParams and launches the decode kernels dispatch.cu picks. And the copy of the index tensors
+// to the host for the API's checks.
 #include <algorithm>
 #include <string>
 
@@ -9,6 +10,8 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/dispatch.h"
+#include "cuda/kvcache_launch.h"
+#include "cuda/staging.h"
 
 namespace flashcore::cuda {
 namespace {
@@ -71,18 +74,15 @@ Status forward_kvcache(const KvCacheParams& params, const detail::KvCacheProblem
        {"cache_seqlens", &params.cache_seqlens}, {"cache_batch_idx", &params.cache_batch_idx},
        {"cache_leftpad", &params.cache_leftpad}, {"block_table", &params.block_table}, {"out", &params.out},
        {"lse", &params.lse}, {"alibi_slopes", &params.alibi_slopes}}));
+  if (needs_staging(p.attn, {&params.k_cache, &params.v_cache, &params.out})) {
+    return forward_kvcache_staged(params, p, indices, device);
+  }
+  return launch_decode(params, p, indices, device);
+}
+
+Status launch_decode(const KvCacheParams& params, const detail::KvCacheProblem& p,
+                     const detail::KvCacheIndices* indices, const DeviceInfo& device) {
   const detail::AttentionProblem& a = p.attn;
-  if (a.head_dim % 8 != 0) {
-    return Status::NotSupported(std::string(kFn) + ": q: the CUDA decode kernels need head_dim a multiple of 8, got " +
-                                std::to_string(a.head_dim) + " (the cache is written in place, so no padded copy)");
-  }
-  for (const auto& [name, view] : {std::pair{"k_cache", &params.k_cache}, std::pair{"v_cache", &params.v_cache},
-                                   std::pair{"out", &params.out}}) {
-    if (!rows_aligned(*view)) {
-      return Status::NotSupported(std::string(kFn) + ": " + name +
-                                  ": the CUDA decode kernels need 16-byte aligned rows (data pointer and strides)");
-    }
-  }
   if (a.batch > 65535 || a.heads_kv * ((a.group_size() * a.seqlen_q + 3) / 4) > 65535) {
     return Status::NotSupported(std::string(kFn) + ": q: batch and heads_kv x row blocks must be at most 65535");
   }

@@ -251,6 +251,12 @@ std::vector<KvCacheCase> kvcache_cases() {
   add({"d32_page_1", 2, 1, 4, 2, 32, 70, 1, 1, 1, 0, false});
   add({"long_splits_7", 2, 1, 8, 2, 128, 2000, 16, 1, 1, 0, false, -1, -1, 0.0f, 0, false, false, false, 7});
   add({"long_splits_auto", 1, 1, 8, 2, 128, 3000, 0, 1, 0, 0, false});
+  // Head dims that are not a multiple of 8: the CUDA path runs them on padded copies of what the
+  // kernels read (src/cuda/kvcache_staging.cu) and writes the append back into the caller's cache.
+  add({"d59_batch_idx_leftpad_rotary", 3, 1, 6, 2, 59, 150, 0, 1, 1, 40, false, -1, -1, 0.0f, 0, true, true});
+  add({"d40_paged_16_speculative_halves", 2, 3, 4, 1, 40, 96, 16, 3, 2, 0, true});
+  add({"d59_full_no_seqlens", 2, 1, 4, 4, 59, 70, 0, 0, 0, 0, false, -1, -1, 0.0f, 0, false, false, true});
+  add({"d100_page_1_window_softcap", 2, 2, 4, 2, 100, 70, 1, 2, 0, 0, true, 20, -1, 1.5f});
   return cases;
 }
 

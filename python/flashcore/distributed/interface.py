@@ -2,6 +2,7 @@
 the process group and the layout of the sequence."""
 
 from flashcore._tensors import check_attention_inputs, check_tensor
+from flashcore._library import ArgumentError
 from flashcore.distributed import layout as layouts
 from flashcore.distributed.comm import RingComm
 from flashcore.distributed.ring_attention import RingAttention
@@ -29,11 +30,11 @@ def _ring_attention(q, k, v, softmax_scale, causal, softcap, deterministic, grou
     layouts.check_layout(layout)
     causal = bool(causal)
     if causal and k.shape[1] != q.shape[1]:
-        raise ValueError(f"flashcore: k: causal ring attention needs each rank's q and k to hold the same positions "
-                         f"(seqlen_local {q.shape[1]}), got k's seqlen {k.shape[1]}")
+        raise ArgumentError(f"flashcore: k: causal ring attention needs each rank's q and k to hold the same positions "
+                            f"(seqlen_local {q.shape[1]}), got k's seqlen {k.shape[1]}")
     if causal and layout == "zigzag" and q.shape[1] % 2 != 0:
-        raise ValueError(f"flashcore: q: the zigzag layout holds two equal chunks per rank, so seqlen_local must be "
-                         f"even, got {q.shape[1]} (shard the sequence with flashcore.distributed.zigzag_shard)")
+        raise ArgumentError(f"flashcore: q: the zigzag layout holds two equal chunks per rank, so seqlen_local must be "
+                            f"even, got {q.shape[1]} (shard the sequence with flashcore.distributed.zigzag_shard)")
     comm = RingComm(group)
     return RingAttention.apply(q, k, v, _softmax_scale(softmax_scale, q.shape[-1]), causal, _check_softcap(softcap),
                                bool(deterministic), layout, comm)
@@ -67,7 +68,7 @@ def ring_flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, caus
     _reject_unsupported(dropout_p, window_size, alibi_slopes, return_attn_probs)
     check_tensor("kv", kv, 5, "(batch, seqlen_local, 2, nheads_k, headdim)")
     if kv.shape[2] != 2:
-        raise ValueError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
+        raise ArgumentError(f"flashcore: kv: dimension 2 must be 2 (k, v), got shape {tuple(kv.shape)}")
     k, v = kv.unbind(dim=2)
     return _ring_attention(q, k, v, softmax_scale, causal, softcap, deterministic, group, layout)
 
@@ -79,6 +80,6 @@ def ring_flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causa
     _reject_unsupported(dropout_p, window_size, alibi_slopes, return_attn_probs)
     check_tensor("qkv", qkv, 5, "(batch, seqlen_local, 3, nheads, headdim)")
     if qkv.shape[2] != 3:
-        raise ValueError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
+        raise ArgumentError(f"flashcore: qkv: dimension 2 must be 3 (q, k, v), got shape {tuple(qkv.shape)}")
     q, k, v = qkv.unbind(dim=2)
     return _ring_attention(q, k, v, softmax_scale, causal, softcap, deterministic, group, layout)

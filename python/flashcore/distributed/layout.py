@@ -28,12 +28,14 @@ from typing import Optional
 
 import torch
 
+from flashcore._library import ArgumentError
+
 LAYOUTS = ("zigzag", "contiguous")
 
 
 def check_layout(layout):
     if layout not in LAYOUTS:
-        raise ValueError(f"flashcore: layout: expected one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
+        raise ArgumentError(f"flashcore: layout: expected one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ def block(layout, causal, rank, source, seqlen_q, seqlen_k) -> Optional[Block]:
 def _check_split(name, seqlen, world_size, layout):
     pieces = 2 * world_size if layout == "zigzag" else world_size
     if seqlen % pieces != 0:
-        raise ValueError(f"flashcore: {name}: the {layout} layout over {world_size} ranks needs a sequence length "
-                         f"divisible by {pieces}, got {seqlen}")
+        raise ArgumentError(f"flashcore: {name}: the {layout} layout over {world_size} ranks needs a sequence length "
+                            f"divisible by {pieces}, got {seqlen}")
     return pieces
 
 
@@ -74,7 +76,7 @@ def shard(x, rank, world_size, layout="zigzag", dim=1):
     tensor. zigzag: chunks rank and 2 * world_size - 1 - rank of 2 * world_size, concatenated."""
     check_layout(layout)
     if not 0 <= rank < world_size:
-        raise ValueError(f"flashcore: rank: expected 0 <= rank < world_size ({world_size}), got {rank}")
+        raise ArgumentError(f"flashcore: rank: expected 0 <= rank < world_size ({world_size}), got {rank}")
     pieces = _check_split("x", x.shape[dim], world_size, layout)
     chunks = x.chunk(pieces, dim=dim)
     if layout == "contiguous":

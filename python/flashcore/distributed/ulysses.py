@@ -16,6 +16,7 @@ head-group ranks, so the all-to-all reassembles exactly the ring position's shar
 import torch
 import torch.distributed as dist
 
+from flashcore._library import ArgumentError
 from flashcore.distributed import layout as layouts
 from flashcore.distributed.interface import _reject_unsupported, ring_flash_attn_func
 from flashcore.flash_attn_interface import flash_attn_func
@@ -98,10 +99,10 @@ def ulysses_ring_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, cau
     world = _size(head_group)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            raise ValueError(f"flashcore: {name}: expected a rank-4 tensor (batch, seqlen_local, nheads, headdim)")
+            raise ArgumentError(f"flashcore: {name}: expected a rank-4 tensor (batch, seqlen_local, nheads, headdim)")
         if t.shape[2] % world != 0:
-            raise ValueError(f"flashcore: {name}: the head group has {world} ranks, so its heads ({t.shape[2]}) must "
-                             f"divide by {world} (repeat kv heads first when nheads_k < {world})")
+            raise ArgumentError(f"flashcore: {name}: the head group has {world} ranks, so its heads ({t.shape[2]}) "
+                                f"must divide by {world} (repeat kv heads first when nheads_k < {world})")
     q, k, v = (_SequenceToHeads.apply(t, head_group) for t in (q, k, v))
     if ring_group is None:
         out = flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, softcap=softcap,
