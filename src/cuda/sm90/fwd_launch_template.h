@@ -230,11 +230,11 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
-// all fit in one wave, the small-problem tile; for few keys (fwd_short_keys_max), the short-keys
-// tile. The option kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod)
-// take their own table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile
-// per CTA), so each (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles
-// cost about the same (the window's blocks), so the persistent zig-zag grid at any length.
+// all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
+// kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
+// table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile per CTA), so each
+// (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
+// same (the window's blocks), so the persistent zig-zag grid at any length.
 template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
   constexpr bool kPlain = kVariant == KernelVariant::kPlain;
@@ -245,20 +245,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kSmallProblem>>(params, stream);
     }
   }
-  constexpr FwdTileSize kShortKeys = fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal);
-  if constexpr (kPlain && kShortKeys.block_m > 0) {
-    using ShortKeysTraits = FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>;
-    if (params.seqlen_k <= fwd_short_keys_max(kHeadDim, kIsCausal)) {
-      if constexpr (!kIsCausal) {
-        return launch_fwd<ShortKeysTraits>(params, stream);
-      } else {
-        // Causal: only the zig-zag grid (the tile was measured there); more query blocks take
-        // the main tile.
-        const int num_m_blocks = (params.seqlen_q + kShortKeys.block_m - 1) / kShortKeys.block_m;
-        if (num_m_blocks <= kShortKeys.zigzag_max_m_blocks) {
-          return launch_fwd<ShortKeysTraits, true, FwdZigZagScheduler>(params, stream);
-        }
-      }
+  if constexpr (kPlain && fwd_tile_size(FwdTileKind::kShortKeys, kHeadDim, kIsCausal).block_m > 0) {
+    if (params.seqlen_k <= kShortKeysMax) {
+      return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
     }
   }
   constexpr bool kScoreMod = has_score_mod(kVariant);

@@ -39,7 +39,7 @@ struct FwdTileSize {
 // short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
 enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions };
 
-// The d128 non-causal short-keys tile serves seqlen_k up to this (fwd_short_keys_max).
+// kShortKeys serves seqlen_k up to this.
 constexpr int kShortKeysMax = 4096;
 
 constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
@@ -91,27 +91,13 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
   return {0, 0, 0, false};
 }
 
-// Key ranges up to fwd_short_keys_max (per head dim and causal, below).
-// d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x (32 + 32) = 192 KB): no ragged last
-//   key block at 2k/4k (176 leaves 3 % of a tile's keys empty there), and with a tile of only
-//   16-32 key blocks the tile boundary (Q latency) counts. +1-2 % over 128 x 176 at 2k-4k (bf16
-//   and fp16).
-// d256 causal up to 2k keys: 128 x 64 (64 + 2 x (32 + 32) = 192 KB, ping-pong, the next Q
-//   prefetched into L2), zig-zag persistent. The diagonal block of a causal row block is half
-//   masked whatever its width, so narrower key blocks waste less of it, and 64 divides 512-2k
-//   exactly where 80 leaves a ragged last block. Past 2k the narrower QK^T wgmma (N = 64 reads as
-//   many smem bytes per step as the tensor cores consume) costs more than that saves
-//   (-3.6 % at 4k, -2 to -4 % non-causal 4k-8k). Measured: docs/tuning/forward_sm90.md v9, v10.
+// Key ranges up to kShortKeysMax. d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x
+// (32 + 32) = 192 KB): no ragged last key block at 2k/4k (176 leaves 3 % of a tile's keys
+// empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
+// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
   if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
-  if (head_dim > 192 && causal) return {128, 64, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
   return {0, 0, 0, false};
-}
-
-// The longest key range the short-keys tile serves (0 where there is no such tile).
-constexpr int fwd_short_keys_max(int head_dim, bool causal) {
-  if (fwd_tile_size_short_keys(head_dim, causal).block_m == 0) return 0;
-  return causal ? 2048 : kShortKeysMax;
 }
 
 // The option kernels (window, softcap, ALiBi; fwd_score_options.h): the window's and ALiBi's code
