@@ -5,7 +5,7 @@ their plain twins (28: d128, 20: d256) for the cost of the stamps. Prints a brea
 time of each launch and writes the raw stamps to $OUT/s10_timeline.npz and the summary to
 $OUT/s10_timeline.json.
 
-  FC_LIB=libfc_s10.so python3 s10_timeline.py"""
+  FC_LIB=libfc_s10.so [TIMELINE_CELLS=128:26:28,256:27:20,128:29:28,256:30:20] python3 s10_timeline.py"""
 import ctypes
 import json
 import os
@@ -18,7 +18,8 @@ import bench
 import fc_sm90
 
 LAUNCHES, MAX_CTAS = 4, 1024
-CELLS = [(128, 26, 28), (256, 27, 20)]  # head dim, timed variant, plain twin
+# head dim : timed variant : plain twin (29/30: the 16-byte-store epilogue, FC_SM90_VARIANTS_11)
+CELLS = [tuple(int(x) for x in c.split(":")) for c in os.environ.get("TIMELINE_CELLS", "128:26:28,256:27:20").split(",")]
 
 
 def fetch():

@@ -26,7 +26,8 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-template <class Traits, class Scheduler>
+// Epilogue: the library's FwdEpilogue, or a dev alternative with the same store() (s10_epilogue_vec16.h).
+template <class Traits, class Scheduler, class Epilogue = flashcore::cuda::sm90::FwdEpilogue<Traits>>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel_timed(CUTE_GRID_CONSTANT typename Traits::Params const params, Scheduler const scheduler,
                      uint64_t* __restrict__ times) {
@@ -34,7 +35,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using namespace flashcore::cuda::sm90;
   constexpr KernelVariant kVariant = KernelVariant::kPlain;
   using Mainloop = FwdMainloop<Traits, kVariant>;
-  using Epilogue = FwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
   using Pipeline = typename Mainloop::Pipeline;
   const FwdOptionArgs<kVariant> options{};
@@ -115,12 +115,12 @@ uint64_t* timeline_buffer();
 int& timeline_next();
 
 // Non-causal persistent, as launch_fwd launches the plain non-causal kernel.
-template <class Traits>
+template <class Traits, class Epilogue = flashcore::cuda::sm90::FwdEpilogue<Traits>>
 flashcore::Status launch_timed(const flashcore::cuda::FwdParams& p, cudaStream_t stream) {
   using namespace flashcore::cuda::sm90;
   using Scheduler = FwdTileScheduler<true, false>;
   static_assert(!Traits::kIsCausal && Traits::kClusterM == 1, "timeline: non-causal, no clusters");
-  auto kernel = &fwd_kernel_timed<Traits, Scheduler>;
+  auto kernel = &fwd_kernel_timed<Traits, Scheduler, Epilogue>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
