@@ -10,6 +10,10 @@ namespace fc = flashcore::cuda;
 
 template <typename Element>
 static flashcore::Status dispatch_dim(int kernel_dim, const fc::FwdParams& p, cudaStream_t s) {
+#ifdef FC_SM90_D256_ONLY  // linked with the library's d256 TUs alone
+  if (kernel_dim == 256) return fc::sm90::run_fwd<Element, 256>(p, s);
+  return flashcore::Status::NotSupported("this harness holds the library's d256 kernels only");
+#else
   switch (kernel_dim) {
     case 64: return fc::sm90::run_fwd<Element, 64>(p, s);
     case 128: return fc::sm90::run_fwd<Element, 128>(p, s);
@@ -22,6 +26,7 @@ static flashcore::Status dispatch_dim(int kernel_dim, const fc::FwdParams& p, cu
     case 256: return fc::sm90::run_fwd<Element, 256>(p, s);
   }
   return flashcore::Status::NotSupported("no sm90 kernel for this head dim");
+#endif
 }
 
 #ifdef FC_SM90_VARIANTS

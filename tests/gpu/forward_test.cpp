@@ -44,6 +44,8 @@ const std::vector<GpuCase>& gpu_forward_cases() {
       {"d40_causal_mqa", {1, 127, 200, 3, 1, 40, true}, Layout::kContiguous},
       {"d256_padded", {1, 130, 257, 2, 2, 256, false}, Layout::kPaddedAligned},
       {"d256_causal", {1, 333, 333, 2, 1, 256, true}, Layout::kContiguous},
+      // d256 causal with fewer queries than keys (bottom-right aligned), GQA, ragged key blocks
+      {"d256_causal_q_shorter_gqa", {1, 700, 1500, 4, 2, 256, true}, Layout::kPaddedAligned},
       {"gqa8_causal_d128", {1, 333, 333, 16, 2, 128, true}, Layout::kPaddedAligned},
       {"d32_packed", {2, 77, 77, 3, 3, 32, false}, Layout::kPackedQkv},
   };
