@@ -1,5 +1,5 @@
-// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): memset ->
-// preprocess -> main -> convert on the stream, as run_bwd_with_traits does for the d <= 128
+// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): preprocess
+// (which zeroes dq_accum) -> main -> convert on the stream, as run_bwd_with_traits does for the d <= 128
 // kernels. Included at the end of bwd_launch_template.h (its run_bwd sends d > 128 here), so the
 // parameter builder and the smem opt-in there are shared.
 #pragma once
@@ -85,11 +85,11 @@ Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
                                 " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
                                 " offers " + std::to_string(p.device.max_smem_per_block));
   }
-  const std::size_t dq_accum_bytes = static_cast<std::size_t>(p.num_splits) * p.dq_accum_split_stride * sizeof(float);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes, stream));
-
+  // The preprocess also zeroes dq_accum, as in run_bwd_with_traits: the layout is the same (rows of
+  // seqlen_q_rounded per (batch, query head), kHeadDim floats a row, a query block's tile one run of
+  // kBlockM rows; plan_bwd_workspace with the kernel's head dim), so the memset pass goes.
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<Element><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
+  sm80::bwd_preprocess_kernel<Element, kHeadDim><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
   // The default mode runs the single-block instance; deterministic mode the looping one, each CTA
