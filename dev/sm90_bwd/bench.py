@@ -16,7 +16,7 @@ def flops_bwd(b, h, s, d, causal):
     return f / 2 if causal else f
 
 
-def timeit(fn, iters=20):
+def timeit(fn, iters=int(os.environ.get("BENCH_ITERS", "20"))):
     for _ in range(3):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -1,4 +1,6 @@
 #!/bin/bash
+# (Kept for the record: variants 7 and 8 became the library's d256 path after this run, and
+# variants.cu no longer has variant 7; device_run9.sh is the check of what followed.)
 # Device run 8 of the sm90 backward (session 9, branch s9-bwd2), dev harness only, one call of
 # ~100 s: variant 7 (d256 with GQA groups split over a cluster, bwd_swapkv_cluster_reduce.h) and
 # variant 8 (d256 deterministic mode as rounds of single-block launches) against the default d256

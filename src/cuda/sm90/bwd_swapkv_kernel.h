@@ -4,10 +4,11 @@
 //
 // Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv, batch) in
 // deterministic mode. kKvSplit: clusters of (1, kv_splits, 1) CTAs split a kv head's query heads
-// and sum dKᵀ/dVᵀ through distributed shared memory (bwd_swapkv_cluster_reduce.h; compile-checked,
-// dev variant 7 only). kRounds (with kSingleBlock): deterministic mode as a sequence of launches,
-// launch params.key_block_round handling key blocks blockIdx.x + round * gridDim.x, each CTA
-// column adding into its own dq_accum slice, the launches ordered by the stream (dev variant 8).
+// and sum dKᵀ/dVᵀ through distributed shared memory (bwd_swapkv_cluster_reduce.h; the default
+// mode at GQA since device run 8). kRounds (with kSingleBlock): deterministic mode as a sequence
+// of launches, launch params.key_block_round handling key blocks blockIdx.x + round * gridDim.x,
+// each CTA column adding into its own dq_accum slice, the launches ordered by the stream (the
+// library's deterministic mode since run 8; the looping instance, !kSingleBlock, is dev-only now).
 #pragma once
 
 #include <cute/tensor.hpp>
