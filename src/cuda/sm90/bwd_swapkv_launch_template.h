@@ -133,9 +133,8 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
 
 // kAllowKvSplit: the GQA cluster split (default mode, and deterministic mode's rounds);
 // kDeterministicRounds: deterministic mode by rounds of the single-block kernel, else the looping
-// kernel. The library (run_bwd_swapkv)
-// has both on since device run 8; dev variant 9 (dev/sm90_bwd/variants.cu) keeps both off, the
-// state before, for A/B runs.
+// kernel. The library (run_bwd_swapkv) has both on since device run 8; dev variant 9
+// (dev/sm90_bwd/variants.cu) keeps both off, the state before, for A/B runs.
 template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds>
 Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdSwapKvTile kTile = bwd_swapkv_tile_size(kHeadDim);
