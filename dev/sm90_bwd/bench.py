@@ -1,6 +1,7 @@
 """Quick timing of the sm90 backward (preprocess + main + convert, workspace allocated outside the
 timed loop) against SDPA's cuDNN backend's backward, same shapes, same run. Not the project's
 benchmark (bench/): a first look only."""
+import json
 import os
 import sys
 
@@ -15,7 +16,7 @@ def flops_bwd(b, h, s, d, causal):
     return f / 2 if causal else f
 
 
-def timeit(fn, iters=20):
+def timeit(fn, iters=int(os.environ.get("BENCH_ITERS", "20"))):
     for _ in range(3):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -49,12 +50,27 @@ def main():
         row = f"{str(dtype)[6:]} b{b} h{h}/{hkv} s{s} d{d} causal={causal}: cuDNN {f / t_cudnn / 1e12:.0f}"
         variants = [int(x) for x in os.environ.get("VARIANTS", "").split(",") if x]
         det_variants = [int(x) for x in os.environ.get("DET_VARIANTS", "").split(",") if x]  # timed deterministic
-        for name, kw in (("flashcore", {}), ("deterministic", dict(deterministic=True)),
-                         *((f"variant{v}", dict(variant=v)) for v in variants),
-                         *((f"variant{v}-det", dict(variant=v, deterministic=True)) for v in det_variants)):
-            t = timeit(lambda: fc_sm90_bwd.backward(do, q, k, v, out, lse, causal, dq, dk, dv, **kw))
+        # Forced kv splits (BwdParams::forced_kv_splits) for the variants' default-mode columns too.
+        splits = [int(x) for x in os.environ.get("BENCH_SPLITS", "").split(",") if x]
+        shape = dict(dtype=str(dtype)[6:], d=d, b=b, hq=h, hkv=hkv, s=s, causal=causal)
+        runs = [("cudnn", None, 0, t_cudnn)]
+        for name, kw, force in (("flashcore", {}, 0), ("deterministic", dict(deterministic=True), 0),
+                                *((f"variant{v}", dict(variant=v), 0) for v in variants),
+                                *((f"variant{v}-S{n}", dict(variant=v), n) for v in variants for n in splits),
+                                *((f"variant{v}-det", dict(variant=v, deterministic=True), 0) for v in det_variants)):
+            fc_sm90_bwd.force_kv_splits(force)
+            try:
+                t = timeit(lambda: fc_sm90_bwd.backward(do, q, k, v, out, lse, causal, dq, dk, dv, **kw))
+            finally:
+                fc_sm90_bwd.force_kv_splits(0)
             row += f", {name} {f / t / 1e12:.0f} ({t_cudnn / t:.2f}x)"
+            runs.append((name, kw.get("variant", -1), force, t))
         print(row + " TFLOP/s", flush=True)
+        if os.environ.get("OUT"):  # one JSON line per timing, for bench/results (ab_to_json.py's sibling)
+            with open(os.path.join(os.environ["OUT"], "bench_rows.jsonl"), "a") as fh:
+                for name, variant, force, t in runs:
+                    fh.write(json.dumps(dict(name=name, variant=variant, splits=force, ms=t * 1e3,
+                                             tflops=f / t / 1e12, cudnn_ms=t_cudnn * 1e3, **shape)) + "\n")
 
 
 if __name__ == "__main__":

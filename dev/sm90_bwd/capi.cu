@@ -130,7 +130,7 @@ extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* 
   for (int i = 0; i < 8; ++i) *ts[i] = {strides[3 * i], strides[3 * i + 1], strides[3 * i + 2]};
   p.lse_strides = {strides[24], strides[25]};
   // Variants 4-6 are d64 or d128 kernels: a d128 plan covers both (a d64 kernel uses the first half
-  // of each row); variants 7 and 8 are d256 kernels.
+  // of each row); variants 7 and up are d256 kernels.
   fc::sm90::plan_bwd_workspace(p, kernel_dim >= 1000 ? (kernel_dim >= 1007 ? 256 : 128) : kernel_dim).carve(workspace, &p);
   flashcore::Status st = flashcore::Status::Ok();
 #ifdef FC_BWD_VARIANTS

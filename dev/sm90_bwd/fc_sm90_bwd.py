@@ -31,7 +31,8 @@ def kernel_dim(d):
     return next(k for k in KERNEL_DIMS if k >= d)
 
 
-VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 4 at d64 (variants.cu)
+POISON_WS = bool(os.environ.get("POISON_WS"))  # check.py: dq_accum must be zeroed by the pass itself
+VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 7, 8 at d256
 
 
 def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None):
@@ -55,6 +56,8 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
     ws_dim = kd if variant < 0 else (256 if variant >= 7 else 128)  # as capi.cu plans the variants' workspace
     ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
     workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
+    if POISON_WS:  # NaN in every float of the workspace: whatever the pass does not write shows
+        workspace.fill_(255)
     err = ctypes.create_string_buffer(512)
     rc = _LIB.fc_sm90_bwd(int(q.dtype == torch.bfloat16), kd if variant < 0 else 1000 + variant, q.data_ptr(), k.data_ptr(), v.data_ptr(),
                           out.data_ptr(), dout.data_ptr(), lse.data_ptr(), dq.data_ptr(), dk.data_ptr(),

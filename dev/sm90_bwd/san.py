@@ -17,7 +17,7 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 300, 400, 8, 1, 64, True, True), (2, 300, 300, 8, 2, 128, False, True),
     # d256, the transposed arrangement (bwd_swapkv_*.h): ragged, causal Sq > Sk, GQA, deterministic
     (1, 200, 300, 2, 1, 256, False, False), (1, 300, 200, 2, 2, 256, True, False), (1, 130, 260, 4, 2, 256, True, True),
-    (1, 1, 1, 1, 1, 256, False, False), (1, 200, 260, 8, 1, 256, True, False),  # the last: GQA split (variant 7)
+    (1, 1, 1, 1, 1, 256, False, False), (1, 200, 260, 8, 1, 256, True, False),  # the last: GQA split (since run 8)
 ]
 dims = [int(x) for x in os.environ.get("SAN_DIMS", "").split(",") if x]
 for b, sq, sk, hq, hkv, d, causal, det in shapes:

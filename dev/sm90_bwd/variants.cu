@@ -1,23 +1,22 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
-// 1000 + v). Variant 4: bf16 d64 with the tile before device run 3 (64 x 128), against today's
-// default 128 x 128. Variant 7: bf16 d256 with GQA groups split over a cluster; variant 8: bf16
-// d256 deterministic mode by rounds of single-block launches (neither yet run on a GPU). (Variants 1-3 were measured in device runs 1-2; variants 5-6, the overlapped
-// consumer schedule, in run 3: dev/sm90_bwd/variant_overlap.patch; docs/tuning/backward_sm90.md.)
+// 1000 + v), bf16 d256: variant 9 is the d256 kernel as it was before device run 8 (no GQA
+// cluster split, the looping deterministic kernel), the baseline for A/B runs; variant 8 is the
+// deterministic rounds as run 8 measured them (no GQA split anywhere). Run 8's variant 7 (the
+// split) and variant 8 became the library's d256 path, the rounds with the split since run 9.
+// Earlier: variants 1-3 measured in device runs 1-2; variant 4 (the d64 64 x 128 tile) in run 3,
+// dropped from this file in session 9 (git history has it); variants 5-6 (the overlapped consumer
+// schedule) in run 3: dev/sm90_bwd/variant_overlap.patch; docs/tuning/backward_sm90.md.
 #include "cuda/sm90/bwd_launch_template.h"
 
 namespace flashcore::cuda::sm90 {
 
 Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
   using bf16 = cutlass::bfloat16_t;
-  if (variant == 7) {  // d256 with the GQA cluster split (bwd_swapkv_cluster_reduce.h), session 9
-    return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/true, /*kDeterministicRounds=*/false>(p, s);
+  if (variant == 8) {  // run 8's rounds: deterministic mode without the GQA split, default mode unsplit
+    return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/true>(p, s);
   }
-  if (variant == 8) {  // d256, deterministic mode as rounds of single-block launches, session 9
-    return run_bwd_swapkv_with<bf16, 256, false, true>(p, s);
-  }
-  if (variant == 4) {
-    return run_bwd_with_traits<BwdTraits<bf16, 64, 64, 128, 2, false, true, true>,
-                               BwdTraits<bf16, 64, 64, 128, 2, true, true, true>, true>(p, s);
+  if (variant == 9) {  // d256 before run 8: no GQA split, deterministic mode by the looping kernel
+    return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/false>(p, s);
   }
   return Status::NotSupported("no such variant");
 }

@@ -235,12 +235,15 @@ TEST(CudaBackwardDeterministic, BitIdenticalOverRepeatedRuns) {
 // Grouped-query heads split over a cluster of CTAs (the sm90 family, default mode: each CTA sweeps
 // a share of the group and dK/dV are summed through distributed shared memory in a fixed order):
 // correct, and dK/dV bit-identical run after run (dQ's atomic adds are not ordered in the default
-// mode, so dq is not compared). Groups of 8, 4 and 2 (splits 4, 4, 2), causal and not, ragged.
+// mode, so dq is not compared). Groups of 8, 4 and 2 (splits 4, 4, 2), causal and not, ragged;
+// at d256 (the transposed kernel's split, bwd_swapkv_cluster_reduce.h) 8:1 causal (split 2) and
+// 4:1 non-causal on a grid of under a wave (split 4).
 TEST(CudaBackwardGqaSplit, KvGradientsBitIdenticalAndCorrect) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   constexpr int kRepeats = 5;
   const AttentionShape shapes[] = {{2, 700, 700, 16, 2, 128, true}, {1, 333, 520, 8, 2, 64, false},
-                                   {1, 257, 257, 4, 2, 96, true},   {2, 1000, 1000, 8, 1, 64, true}};
+                                   {1, 257, 257, 4, 2, 96, true},   {2, 1000, 1000, 8, 1, 64, true},
+                                   {1, 300, 400, 8, 1, 256, true},  {1, 200, 260, 4, 1, 256, false}};
   for (const AttentionShape& s : shapes) {
     for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
       AttentionTensors t(s, dtype, Layout::kContiguous, 23);

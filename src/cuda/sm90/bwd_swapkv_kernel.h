@@ -2,12 +2,15 @@
 // bwd_swapkv_traits.h): the roles, register reallocation and key-block loop of bwd_kernel.h, with
 // BwdSwapKvMainloop's consumer step and BwdSwapKvEpilogue.
 //
-// Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv, batch) in
-// deterministic mode. kKvSplit: clusters of (1, kv_splits, 1) CTAs split a kv head's query heads
-// and sum dKᵀ/dVᵀ through distributed shared memory (bwd_swapkv_cluster_reduce.h; compile-checked,
-// dev variant 7 only). kRounds (with kSingleBlock): deterministic mode as a sequence of launches,
-// launch params.key_block_round handling key blocks blockIdx.x + round * gridDim.x, each CTA
-// column adding into its own dq_accum slice, the launches ordered by the stream (dev variant 8).
+// Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv * kv_splits, batch)
+// in deterministic mode (kv_splits 1 in the looping instance). kKvSplit: clusters of
+// (1, kv_splits, 1) CTAs split a kv head's query heads and sum dKᵀ/dVᵀ through distributed shared
+// memory (bwd_swapkv_cluster_reduce.h; at GQA since device run 8). kRounds (with kSingleBlock):
+// deterministic mode as a sequence of launches, launch params.key_block_round handling key blocks
+// blockIdx.x + round * gridDim.x, each CTA column adding into its own dq_accum slice, the launches
+// ordered by the stream (the library's deterministic mode since run 8; the looping instance,
+// !kSingleBlock, is dev-only now). A cluster's CTAs share blockIdx.x, so a round's tail returns
+// whole clusters and no CTA waits at a cluster barrier for one that left.
 #pragma once
 
 #include <cute/tensor.hpp>

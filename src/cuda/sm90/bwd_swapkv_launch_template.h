@@ -1,11 +1,12 @@
-// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): memset ->
-// preprocess -> main -> convert on the stream, as run_bwd_with_traits does for the d <= 128
-// kernels. Included at the end of bwd_launch_template.h (its run_bwd sends d > 128 here), so the
-// parameter builder and the smem opt-in there are shared.
+// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): preprocess
+// (which zeroes dq_accum) -> main -> convert on the stream, as run_bwd_with_traits does for the
+// d <= 128 kernels. Included at the end of bwd_launch_template.h (its run_bwd sends d > 128 here),
+// so the parameter builder, the split rule and the smem opt-in there are shared.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "cuda/common/cuda_check.h"
@@ -17,13 +18,49 @@
 
 namespace flashcore::cuda::sm90 {
 
-// kAllowKvSplit: GQA groups may be split over a cluster (bwd_kv_splits' rule) in the default mode.
+// CTAs (a cluster along y) that split a kv head's group of query heads at d > 128; `columns` is
+// the grid's x (key blocks, or dq_accum slices in deterministic mode's rounds).
+// Measured on the H100 (docs/tuning/backward_sm90.md, run 8; bf16 d256, 8 query heads, GQA 8:1
+// and 4:1, 2k-16k): causal, where the sweeps are uneven and a few waves leave a long tail, 2 CTAs
+// a group took 0.53-0.59x cuDNN to 0.84-0.91x at 8:1 and 0.79-0.88x to 0.85-0.98x at 4:1, and 4
+// beat 2 in only 2 of the 6 causal cells: bwd_kv_splits' rule, as the d128 kernel. Non-causal,
+// every CTA sweeps the same length, and on grids of 2-4 waves the split lost 1-7 % (its second
+// K/V load and the DSMEM sum buy no balance there): only a grid that leaves SMs idle is split,
+// by the largest split that still fits in one wave. A deterministic round is such a grid (at most
+// a wave of CTAs of about equal sweeps; at GQA 8:1 and batch 1 only 16 of 132 SMs work), so it
+// takes the same rule.
+inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
+  if (p.forced_kv_splits > 0 || (p.causal && !p.deterministic)) return bwd_kv_splits(p, columns);
+  const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
+  const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
+  for (const int splits : {4, 2}) {
+    if (p.group_size % splits == 0 && ctas * splits <= wave) return splits;
+  }
+  return 1;
+}
+
+// A forced split (tests, the dev harness) the kernels cannot take is refused, naming the argument.
+inline Status check_swapkv_kv_splits(const BwdParams& p, int splits) {
+  if (splits != 1 && splits != 2 && splits != 4) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits must be 1, 2 or 4, got " +
+                                   std::to_string(splits));
+  }
+  if (p.group_size % splits != 0) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits (" + std::to_string(splits) +
+                                   ") must divide the query heads per kv head (" + std::to_string(p.group_size) + ")");
+  }
+  return Status::Ok();
+}
+
+// kAllowKvSplit: GQA groups may be split over a cluster (bwd_swapkv_kv_splits) in the default mode.
 template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false>
 Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSingleBlock && kAllowKvSplit) {
-    params.kv_splits = bwd_kv_splits(p, params.n_blocks);
+    params.kv_splits = bwd_swapkv_kv_splits(p, params.n_blocks);
+    const Status valid = check_swapkv_kv_splits(p, params.kv_splits);
+    if (!valid.ok()) return valid;
     if (params.kv_splits > 1) {
       auto kernel = &bwd_swapkv_kernel<Traits, true, /*kKvSplit=*/true>;
       const Status opted_in = opt_in_bwd_smem_once<&bwd_swapkv_kernel<Traits, true, true>, kSmemBytes>(p.device.ordinal);
@@ -47,19 +84,45 @@ Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 backward kernel (head_dim > 128)");
 }
 
-// Deterministic mode by rounds (kRounds, dev variant 8): ceil(n_blocks / num_splits) launches of the
+// Deterministic mode by rounds (kRounds): ceil(n_blocks / num_splits) launches of the
 // single-block kernel on grid (num_splits, heads_kv, batch); launch r handles key blocks x + r
 // num_splits, CTA column x adds into slice x, and the stream orders the launches, so every fp32
-// address of dq_accum still receives its additions in one fixed order.
-template <class Traits>
+// address of dq_accum still receives its additions in one fixed order. It replaced the looping
+// kernel (508 / 708 B of spills at d256): +13 to +23 % for MHA on the H100, up to +35 % at GQA
+// (docs/tuning/backward_sm90.md, run 8). kAllowKvSplit: a round's GQA groups split over clusters
+// (bwd_swapkv_kv_splits); the CTAs of a cluster sweep different query heads, so each dq_accum
+// address still has one writer a round, and dK/dV are summed in cluster rank order.
+template <class Traits, bool kAllowKvSplit>
 Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
+  const int rounds = (params.n_blocks + p.num_splits - 1) / p.num_splits;
+  if constexpr (kAllowKvSplit) {
+    params.kv_splits = bwd_swapkv_kv_splits(p, p.num_splits);
+    const Status valid = check_swapkv_kv_splits(p, params.kv_splits);
+    if (!valid.ok()) return valid;
+    auto split_kernel = &bwd_swapkv_kernel<Traits, true, /*kKvSplit=*/true, /*kRounds=*/true>;
+    if (params.kv_splits > 1) {
+      const Status opted_in =
+          opt_in_bwd_smem_once<&bwd_swapkv_kernel<Traits, true, true, true>, kSmemBytes>(p.device.ordinal);
+      if (!opted_in.ok()) return opted_in;
+      if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
+    }
+    if (params.kv_splits > 1) {
+      const dim3 grid(p.num_splits, p.heads_kv * params.kv_splits, p.batch);
+      cudaLaunchAttribute cluster = cluster_dimension(1, static_cast<unsigned>(params.kv_splits));
+      cudaLaunchConfig_t config = cluster_launch_config(grid, Traits::kThreads, kSmemBytes, stream, &cluster);
+      for (int r = 0; r < rounds; ++r) {
+        params.key_block_round = r;
+        FLASHCORE_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, split_kernel, params));
+      }
+      return Status::Ok();
+    }
+  }
   auto kernel = &bwd_swapkv_kernel<Traits, true, false, /*kRounds=*/true>;
   const Status opted_in = opt_in_bwd_smem_once<&bwd_swapkv_kernel<Traits, true, false, true>, kSmemBytes>(p.device.ordinal);
   if (!opted_in.ok()) return opted_in;
   const dim3 grid(p.num_splits, p.heads_kv, p.batch);
-  const int rounds = (params.n_blocks + p.num_splits - 1) / p.num_splits;
   for (int r = 0; r < rounds; ++r) {
     params.key_block_round = r;
     kernel<<<grid, Traits::kThreads, kSmemBytes, stream>>>(params);
@@ -68,8 +131,10 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
-// kAllowKvSplit (dev variant 7) and kDeterministicRounds (dev variant 8) are not yet run on a GPU;
-// run_bwd_swapkv, what the library calls, has both off.
+// kAllowKvSplit: the GQA cluster split (default mode, and deterministic mode's rounds);
+// kDeterministicRounds: deterministic mode by rounds of the single-block kernel, else the looping
+// kernel. The library (run_bwd_swapkv) has both on since device run 8; dev variant 9
+// (dev/sm90_bwd/variants.cu) keeps both off, the state before, for A/B runs.
 template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds>
 Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdSwapKvTile kTile = bwd_swapkv_tile_size(kHeadDim);
@@ -85,19 +150,21 @@ Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
                                 " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
                                 " offers " + std::to_string(p.device.max_smem_per_block));
   }
-  const std::size_t dq_accum_bytes = static_cast<std::size_t>(p.num_splits) * p.dq_accum_split_stride * sizeof(float);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.dq_accum, 0, dq_accum_bytes, stream));
-
+  // The preprocess also zeroes dq_accum, as in run_bwd_with_traits: the layout is the same (rows of
+  // seqlen_q_rounded per (batch, query head), kHeadDim floats a row, a query block's tile one run of
+  // kBlockM rows; plan_bwd_workspace with the kernel's head dim), so the memset pass goes.
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<Element><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
+  sm80::bwd_preprocess_kernel<Element, kHeadDim><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  // The default mode runs the single-block instance; deterministic mode the looping one, each CTA
+  // The default mode runs the single-block instance (GQA groups split over a cluster where
+  // bwd_swapkv_kv_splits says); deterministic mode the rounds or the looping instance, each CTA
   // column adding into its own dq_accum slice.
   Status status;
   if (p.deterministic) {
     if constexpr (kDeterministicRounds) {
-      status = p.causal ? launch_bwd_swapkv_rounds<TraitsCausal>(p, stream) : launch_bwd_swapkv_rounds<Traits>(p, stream);
+      status = p.causal ? launch_bwd_swapkv_rounds<TraitsCausal, kAllowKvSplit>(p, stream)
+                        : launch_bwd_swapkv_rounds<Traits, kAllowKvSplit>(p, stream);
     } else {
       status = p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, false>(p, stream)
                         : launch_bwd_swapkv_kernel<Traits, false>(p, stream);
@@ -115,7 +182,7 @@ Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
 
 template <typename Element, int kHeadDim>
 Status run_bwd_swapkv(const BwdParams& p, cudaStream_t stream) {
-  return run_bwd_swapkv_with<Element, kHeadDim, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/false>(p, stream);
+  return run_bwd_swapkv_with<Element, kHeadDim, /*kAllowKvSplit=*/true, /*kDeterministicRounds=*/true>(p, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -174,11 +174,11 @@ struct BwdTraitsSwapKV {
     int head_dim;
     int heads_q;
     int group_size;
-    int kv_splits;  // 1 unless the GQA cluster split is on (dev variant 7)
+    int kv_splits;  // CTAs a kv head's query-head group is split over (bwd_swapkv_kv_splits), else 1
     float softmax_scale;
     float scale_log2;
     bool deterministic;
-    // Deterministic mode by rounds (dev variant 8): launch r runs key blocks blockIdx.x + r gridDim.x.
+    // Deterministic mode by rounds: launch r runs key blocks blockIdx.x + r gridDim.x.
     int key_block_round = 0;
   };
 };
