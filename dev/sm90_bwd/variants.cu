@@ -1,5 +1,9 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
-// 1000 + v), bf16 d256: variant 9 is the d256 kernel as it was before device run 8 (no GQA
+// 1000 + v). Variant 10 (session 10), bf16 d128: the dQ partials sent by a writer warp
+// (BwdTraits::kDqWriter, bwd_dq_writer.h) instead of each consumer warp's own bulk reduce-add.
+// Variant 11: variant 10 with the producer warpgroup at 32 registers (setmaxnreg), since the writer's
+// loop shares the producer's 24 (ptxas: 40-124 B of spills in variant 10's default-mode kernels).
+// Variants 8 and 9 (left out with -DFC_BWD_NO_D256_VARIANTS), bf16 d256: variant 9 is the d256 kernel as it was before device run 8 (no GQA
 // cluster split, the looping deterministic kernel), the baseline for A/B runs; variant 8 is the
 // deterministic rounds as run 8 measured them (no GQA split anywhere). Run 8's variant 7 (the
 // split) and variant 8 became the library's d256 path, the rounds with the split since run 9.
@@ -12,11 +16,22 @@ namespace flashcore::cuda::sm90 {
 
 Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
   using bf16 = cutlass::bfloat16_t;
+#ifndef FC_BWD_NO_D256_VARIANTS
   if (variant == 8) {  // run 8's rounds: deterministic mode without the GQA split, default mode unsplit
     return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/true>(p, s);
   }
   if (variant == 9) {  // d256 before run 8: no GQA split, deterministic mode by the looping kernel
     return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/false>(p, s);
+  }
+#endif
+  if (variant == 11) {  // d128 with the dQ writer warp, producer warpgroup at 32 registers instead of 24
+    using T = BwdTraits<bf16, 128, 64, 128, 2, false, true, true, true, 32>;
+    using TC = BwdTraits<bf16, 128, 64, 128, 2, true, true, true, true, 32>;
+    return run_bwd_with_traits<T, TC, /*kSingleBlockKernel=*/true>(p, s);
+  }
+  if (variant == 10) {  // d128 with the dQ writer warp
+    return run_bwd_with_traits<BwdTraitsFor<bf16, 128, false, true, true, /*kDqWriter=*/true>,
+                               BwdTraitsFor<bf16, 128, true, true, true, /*kDqWriter=*/true>, /*kSingleBlockKernel=*/true>(p, s);
   }
   return Status::NotSupported("no such variant");
 }

@@ -17,6 +17,7 @@
 
 #include "cuda/sm90/bwd_cluster_reduce.h"
 #include "cuda/sm90/bwd_dq_accum.h"
+#include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_epilogue.h"
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/pipeline.h"
@@ -35,6 +36,7 @@ template <class Traits, bool kSingleBlock, bool kKvSplit = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
   using Mainloop = BwdMainloop<Traits>;
   using Epilogue = BwdEpilogue<Traits>;
+  using DqWriter = BwdDqWriter<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
   using Pipeline = typename Mainloop::Pipeline;
 
@@ -66,9 +68,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     typename Mainloop::State q_state, do_state;
+    // Warp 0's elected lane loads; with Traits::kDqWriter, warp 1 sends the dQ partials.
+    constexpr bool kWriter = Traits::kDqWriter;
+    if (kWriter && warp_idx == 1) DqWriter::begin();
     if constexpr (kKvSplit) {
       for (int it = 0; it < num_iterations; ++it) {
         if (warp_idx == 0 && lane_predicate) Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
+        if (kWriter && warp_idx == 1) DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
         // The producer warpgroup's part of the cluster sum: it joins the cluster barriers, and the
         // next key block's loads (into the tiles the sum reads) wait for the last one.
         BwdClusterReduce<Traits>::join();
@@ -77,7 +83,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       for (int it = 0; it < num_iterations; ++it) {
         Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
       }
+    } else if (kWriter && warp_idx == 1) {
+      for (int it = 0; it < num_iterations; ++it) {
+        DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
+      }
     }
+    if (kWriter && warp_idx == 1) DqWriter::end();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - 128;
@@ -88,7 +99,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       // Within one key block's sweep a warp adds into each dq_accum tile once, so only the previous
       // key block's adds (into the same tiles) must have completed: then every fp32 address sees
       // its additions in one fixed order, which deterministic mode needs (bwd_dq_accum.h).
-      if (!kSingleBlock && it > 0) dq_bulk_drain(thread_idx % 32);
+      // (With the dQ writer warp, the writer orders them: bwd_dq_writer.h.)
+      if (!kSingleBlock && !Traits::kDqWriter && it > 0) dq_bulk_drain(thread_idx % 32);
       const BwdBlock blk = Mainloop::block_of(params, it);
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
@@ -99,7 +111,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       }
       Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
     }
-    dq_bulk_drain(thread_idx % 32);
+    if constexpr (Traits::kDqWriter) {
+      DqWriter::finish_consumer();
+    } else {
+      dq_bulk_drain(thread_idx % 32);
+    }
   }
 }
 

@@ -25,6 +25,7 @@
 
 #include "cuda/common/mask.h"
 #include "cuda/sm90/bwd_dq_accum.h"
+#include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_named_barrier.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pipeline.h"
@@ -129,6 +130,18 @@ struct BwdMainloop {
                                  shared.dsum.data() + do_state.index * kBlockM, Traits::kBytesRowStat);
         do_state.advance();
       }
+    }
+  }
+
+  // Step 6: the dQ partial to dq_accum, by the consumer warps' own bulk reduce-adds or through the
+  // dQ writer warp (Traits::kDqWriter; then the writer knows the tile's address).
+  template <class Acc>
+  __forceinline__ __device__ static void add_dq(Acc const& tdQrdQ, float* dq_tile, SharedStorage& shared, int warp,
+                                                int lane) {
+    if constexpr (Traits::kDqWriter) {
+      BwdDqWriter<Traits>::stage(tdQrdQ, shared.dq_stage.data(), warp, lane);
+    } else {
+      dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
     }
   }
 
@@ -250,7 +263,7 @@ struct BwdMainloop {
           wgmma_gemm<true, -1, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
           wgmma_gemm<false, /*wait*/ 1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
           warpgroup_fence_operand(tdQrdQ);
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
+          add_dq(tdQrdQ, dq_tile, shared, warp, lane);
           warpgroup_wait<0>();
         } else {
           wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
@@ -272,9 +285,7 @@ struct BwdMainloop {
         do_state.advance();
         ds_buf ^= 1;
 
-        if constexpr (!Traits::kDqFirst) {
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
-        }
+        if constexpr (!Traits::kDqFirst) add_dq(tdQrdQ, dq_tile, shared, warp, lane);
       }
     }
     // Every product reading K and V has retired (each step ends with wait<0>).
