@@ -1,8 +1,8 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
-// 1000 + v). Variant 10 (session 10), bf16 d128: the dQ partials sent by a writer warp
-// (BwdTraits::kDqWriter, bwd_dq_writer.h) instead of each consumer warp's own bulk reduce-add.
-// Variant 11: variant 10 with the producer warpgroup at 32 registers (setmaxnreg), since the writer's
-// loop shares the producer's 24 (ptxas: 40-124 B of spills in variant 10's default-mode kernels).
+// 1000 + v). Variant 10, bf16 d128: the default mode before device run 10, each consumer warp
+// adding its own dQ partial (in run 10 it was the other way round: variant 10 was the dQ writer
+// warp, BwdTraits::kDqWriter, and variant 11 the writer with the producer at 32 registers, which
+// hung: bwd_traits.h says why).
 // Variants 8 and 9 (left out with -DFC_BWD_NO_D256_VARIANTS), bf16 d256: variant 9 is the d256 kernel as it was before device run 8 (no GQA
 // cluster split, the looping deterministic kernel), the baseline for A/B runs; variant 8 is the
 // deterministic rounds as run 8 measured them (no GQA split anywhere). Run 8's variant 7 (the
@@ -24,14 +24,9 @@ Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
     return run_bwd_swapkv_with<bf16, 256, /*kAllowKvSplit=*/false, /*kDeterministicRounds=*/false>(p, s);
   }
 #endif
-  if (variant == 11) {  // d128 with the dQ writer warp, producer warpgroup at 32 registers instead of 24
-    using T = BwdTraits<bf16, 128, 64, 128, 2, false, true, true, true, 32>;
-    using TC = BwdTraits<bf16, 128, 64, 128, 2, true, true, true, true, 32>;
-    return run_bwd_with_traits<T, TC, /*kSingleBlockKernel=*/true>(p, s);
-  }
-  if (variant == 10) {  // d128 with the dQ writer warp
-    return run_bwd_with_traits<BwdTraitsFor<bf16, 128, false, true, true, /*kDqWriter=*/true>,
-                               BwdTraitsFor<bf16, 128, true, true, true, /*kDqWriter=*/true>, /*kSingleBlockKernel=*/true>(p, s);
+  if (variant == 10) {  // d128 before run 10: every consumer warp adds its own dQ partial (no writer warp)
+    return run_bwd_with_traits<BwdTraitsFor<bf16, 128, false>, BwdTraitsFor<bf16, 128, true>,
+                               /*kSingleBlockKernel=*/true>(p, s);
   }
   return Status::NotSupported("no such variant");
 }

@@ -218,15 +218,19 @@ Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch
 // The d <= 128 arrangement's pass (causal and not share the tiles).
 // kSingleBlockKernel: the default mode runs a second kernel instance without the key-block loop
 // (bwd_kernel.h); off, both modes share the looping kernel (half the kernels to compile).
-template <class Traits, class TraitsCausal, bool kSingleBlockKernel = false>
+// TraitsDet / TraitsDetCausal: deterministic mode's kernels, where they differ (the same tile and
+// dQ fragment, so one convert kernel serves both modes).
+template <class Traits, class TraitsCausal, bool kSingleBlockKernel = false, class TraitsDet = Traits,
+          class TraitsDetCausal = TraitsCausal>
 Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
+  static_assert(Traits::kBlockM == TraitsDet::kBlockM && Traits::kHeadDim == TraitsDet::kHeadDim);
   return run_bwd_pass<Traits>(p, stream, [&]() -> Status {
     if constexpr (kSingleBlockKernel) {
       if (!p.deterministic) {
         return p.causal ? launch_bwd_kernel<TraitsCausal, true>(p, stream) : launch_bwd_kernel<Traits, true>(p, stream);
       }
     }
-    return p.causal ? launch_bwd_kernel<TraitsCausal, false>(p, stream) : launch_bwd_kernel<Traits, false>(p, stream);
+    return p.causal ? launch_bwd_kernel<TraitsDetCausal, false>(p, stream) : launch_bwd_kernel<TraitsDet, false>(p, stream);
   });
 }
 
@@ -247,8 +251,13 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   if constexpr (kHeadDim > 128) {
     return run_bwd_swapkv<Element, kHeadDim>(params, stream);
   } else {
-    return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>,
-                               /*kSingleBlockKernel=*/true>(params, stream);
+    // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: +2 to +4 % non-causal, even
+    // causal (H100, bf16, device run 10). Not at d64 / d96 (unmeasured there) and not in
+    // deterministic mode (unmeasured; its looping kernels spill 2-3x more with it).
+    constexpr bool kDqWriter = kHeadDim == 128;
+    return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter>,
+                               BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter>, /*kSingleBlockKernel=*/true,
+                               BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>>(params, stream);
   }
 }
 

@@ -34,10 +34,8 @@ namespace flashcore::cuda::sm90 {
 //   reduce-add) while dK is still on the tensor cores (off: after both have retired).
 // kDqWriter_: the dQ partial leaves through the producer warpgroup's warp 1 (bwd_dq_writer.h): the
 //   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
-// kProducerRegs_: the producer warpgroup's setmaxnreg (24, or 32: all the register file allows next
-//   to 2 x 240).
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, int kProducerRegs_ = 24>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -57,10 +55,12 @@ struct BwdTraits {
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg: 128 * (kProducerRegs + 2 * 240) <= 64 K registers, so the producer may have 24 or 32.
-  static constexpr int kProducerRegs = kProducerRegs_;
+  // setmaxnreg moves registers within what the CTA was launched with (168 a thread, 384 threads):
+  // 128 * (24 + 2 * 240) = 168 * 384. A producer at 32 leaves the consumers' setmaxnreg.inc waiting
+  // for registers that never come (dev variant 11 of device run 10 hung so).
+  static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 64 * 1024);
+  static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 168 * kThreads);
 
   using WG = cute::_64;
   using AtomLayoutKeys = cute::Layout<cute::Shape<cute::Int<kConsumerWGs>, cute::_1, cute::_1>>;  // WGs along keys
