@@ -5,7 +5,8 @@
 // in deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (GQA):
 // clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
 // distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
-// lane of its warp 0 issues every TMA and bulk copy; warpgroups 1 and 2 (consumers) take them.
+// lane of its warp 0 issues every TMA and bulk copy (and with Traits::kDqWriter its warp 1 sends the
+// dQ partials: bwd_dq_writer.h); warpgroups 1 and 2 (consumers) take them.
 // Both roles are branches of one if/else, so ptxas honours setmaxnreg.
 #pragma once
 

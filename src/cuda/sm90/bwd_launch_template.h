@@ -251,8 +251,9 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   if constexpr (kHeadDim > 128) {
     return run_bwd_swapkv<Element, kHeadDim>(params, stream);
   } else {
-    // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: +2 to +4 % non-causal, even
-    // causal (H100, bf16, device run 10). Not at d64 / d96 (unmeasured there) and not in
+    // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: on the H100 at bf16, +0 to
+    // +6.6 % non-causal, -2.6 to +4.8 % causal, ahead in 34 of 36 cells over two runs
+    // (docs/tuning/backward_sm90.md, runs 10-11). Not at d64 / d96 (unmeasured there) and not in
     // deterministic mode (unmeasured; its looping kernels spill 2-3x more with it).
     constexpr bool kDqWriter = kHeadDim == 128;
     return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter>,

@@ -13,7 +13,9 @@
 //   4. dV += Pᵀ dO issued (RS), dSᵀ stored to smem (this step's buffer), fence, dS-ready barrier.
 //   5. dK += dSᵀ Q (RS) and dQ = dS K (SS) issued; all retired; Q and dO stages released.
 //   6. dQ partial added into dq_accum: each warp stages its fragment and one lane issues a bulk
-//      reduce-add (bwd_dq_accum.h; in deterministic mode ordered between key blocks).
+//      reduce-add (bwd_dq_accum.h; in deterministic mode ordered between key blocks), or, with
+//      Traits::kDqWriter, the warps stage it and the producer warpgroup's writer warp sends the
+//      whole tile (bwd_dq_writer.h).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
 #pragma once
 
