@@ -87,12 +87,13 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
 // columns (they do not depend on the weights); the LSEs reduce with shuffles into weights kept in
 // shared memory while those loads are in flight, then each lane sums its 4 columns over the splits.
 // This tail runs after the slowest split, so its L2 round trips add straight to the step's time:
-// v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), this 2.
-template <typename Element, int kRows, int kThreads>
+// v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), v6 16 at a
+// time (2), and kInFlight = 32 (v7, the kernels at 2 CTAs a SM) does 32 splits in one.
+template <typename Element, int kRows, int kThreads, int kInFlight = 16>
 __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
                                                          int num_splits) {
   constexpr int kWarps = kThreads / 32;
-  constexpr int kInFlight = 16;  // 16-byte loads a lane has in flight: 64 registers, free after the mainloop
+  // kInFlight: 16-byte loads a lane has in flight (4 registers each), free after the mainloop.
   static_assert(kMaxSplits <= 4 * 32, "four LSEs a lane");
   __shared__ bool is_last;
   __shared__ float weights[kWarps][kMaxSplits];

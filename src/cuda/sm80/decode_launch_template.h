@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_splits.h"
@@ -127,11 +129,49 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   return status;
 }
 
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+// Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS, bf16 head dim 128): FLASHCORE_DECODE_AB,
+// read at every call so one process can time them all, picks an earlier kernel in place of the
+// default: "v6" (one S chain, contiguous splits without early loads, the merge 16 loads at a time),
+// or the default less one change: "one_s_chain", "no_early", "merge16" (contiguous caches; paged
+// ones merge 16 at a time anyway). docs/kvcache.md, v7.
+template <typename Element, int kHeadDim>
+bool run_decode_ab(const DecodeParams& params, cudaStream_t stream, Status* status) {
+  if constexpr (kHeadDim == 128 && std::is_same_v<Element, cutlass::bfloat16_t>) {
+    const char* env = std::getenv("FLASHCORE_DECODE_AB");
+    if (env == nullptr || *env == '\0') return false;
+    const std::string ab = env;
+    const bool paged = params.block_table != nullptr;
+    const auto run = [&](auto traits) {
+      using Traits = decltype(traits);
+      *status = launch_decode<Traits>(params, stream, &decode_mma_kernel<Traits>);
+      return true;
+    };
+    if (ab == "v6") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, false, 16>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, false, 16>{});
+    }
+    if (ab == "one_s_chain") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1>{}) : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1>{});
+    }
+    if (ab == "no_early") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 2, false>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2, false>{});
+    }
+    if (ab == "merge16" && !paged) return run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2, true, 16>{});
+  }
+  return false;
+}
+#endif
+
 // The tensor-core kernel packs 16 rows a CTA; the FMA kernel 4 (q, the accumulators and the scores
 // in ~200 registers; 8 rows spilled), more rows running as more row blocks.
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+    if (Status status = Status::Ok(); run_decode_ab<Element, kHeadDim>(params, stream, &status)) return status;
+#endif
     // Contiguous caches never take the page-offset path: their kernels are built without it (v4
     // measured code a contiguous cache never runs slowing it down).
     const bool paged = params.block_table != nullptr;
