@@ -192,9 +192,10 @@ TEST(CudaKvCacheSanitize, ManySplitsMergeInBatches) {
 }
 
 // Cache positions past each sequence hold NaN (a fresh cache may): the kernels must never let them
-// into the result. The early loads (decode_mma_kernel.h, kEarlyLoads) read a split's first tiles up
-// to the capacity before cache_seqlens arrives and zero the keys past the sequence after they land;
-// a V row left unzeroed would give 0 x NaN = NaN. Sequences end inside a tile and inside a warp's
+// into the result. A V row read past the sequence and not zeroed would give 0 x NaN = NaN: the
+// kernels zero-fill such rows instead of reading them, and v7's early loads (an A/B variant,
+// decode_mma_kernel.h's kScheduleEarlyLoads) read a split's first tiles up to the capacity before
+// cache_seqlens arrives and zero the keys past the sequence after they land. Sequences end inside a tile and inside a warp's
 // 16 keys, some splits see no key at all; contiguous and paged, split counts auto, 40 and 3. The
 // poisoned positions must still be NaN afterwards (nothing written there) and are then set to 0 in
 // both the result and the "before" copies, so the usual check judges the rest.

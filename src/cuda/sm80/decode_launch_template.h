@@ -74,6 +74,13 @@ inline bool use_combine_kernel() {
   return on;
 }
 
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+inline std::string decode_ab_variant() {  // FLASHCORE_DECODE_AB (run_decode_ab below)
+  const char* env = std::getenv("FLASHCORE_DECODE_AB");
+  return env == nullptr ? std::string() : std::string(env);
+}
+#endif
+
 template <class Traits, class Kernel>
 Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
   using Element = typename Traits::Element;
@@ -109,6 +116,9 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     p.o_accum = static_cast<float*>(workspace.partials);
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
     if (fused_combine) p.split_counters = static_cast<unsigned*>(workspace.counters);
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+    if (fused_combine && decode_ab_variant() == "no_merge") p.split_counters = nullptr;  // diagnostic: partials only
+#endif
   }
   Status status = Status::Ok();
   if (p.seqlen_new > 0) {
@@ -130,35 +140,39 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 }
 
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
-// Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS, bf16 head dim 128): FLASHCORE_DECODE_AB,
-// read at every call so one process can time them all, picks an earlier kernel in place of the
-// default: "v6" (one S chain, contiguous splits without early loads, the merge 16 loads at a time),
-// or the default less one change: "one_s_chain", "no_early", "merge16" (contiguous caches; paged
-// ones merge 16 at a time anyway). docs/kvcache.md, v7.
+// Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS): FLASHCORE_DECODE_AB, read at every call
+// so one process can time them all, picks v7's experiments in place of the default kernel (bf16,
+// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), or a diagnostic with
+// wrong results: "loads_only" (no math), "no_merge" (the splits' partials are not merged).
+// docs/kvcache.md, v7.
 template <typename Element, int kHeadDim>
 bool run_decode_ab(const DecodeParams& params, cudaStream_t stream, Status* status) {
   if constexpr (kHeadDim == 128 && std::is_same_v<Element, cutlass::bfloat16_t>) {
-    const char* env = std::getenv("FLASHCORE_DECODE_AB");
-    if (env == nullptr || *env == '\0') return false;
-    const std::string ab = env;
+    const std::string ab = decode_ab_variant();
+    if (ab.empty() || ab == "no_merge") return false;
     const bool paged = params.block_table != nullptr;
     const auto run = [&](auto traits) {
       using Traits = decltype(traits);
       *status = launch_decode<Traits>(params, stream, &decode_mma_kernel<Traits>);
       return true;
     };
-    if (ab == "v6") {
-      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, false, 16>{})
-                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, false, 16>{});
+    // The default's stages and page offsets (run_decode below): 3 stages contiguous, 2 + lane offsets paged.
+    if (ab == "chains2") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 2>{}) : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2>{});
     }
-    if (ab == "one_s_chain") {
-      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1>{}) : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1>{});
+    if (ab == "strided") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleStrided>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleStrided>{});
     }
-    if (ab == "no_early") {
-      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 2, false>{})
-                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2, false>{});
+    if (ab == "early") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleEarlyLoads>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleEarlyLoads>{});
     }
-    if (ab == "merge16" && !paged) return run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2, true, 16>{});
+    if (ab == "merge32" && !paged) return run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 32>{});
+    if (ab == "loads_only") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, true>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, true>{});
+    }
   }
   return false;
 }

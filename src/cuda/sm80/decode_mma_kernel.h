@@ -34,23 +34,31 @@ namespace flashcore::cuda::sm80 {
 // kPageIdsByLane: for a paged cache, each lane of a warp finds one key's cache offsets (one
 // block-table read and one division by the page size) and the warp shares them by shuffles, instead
 // of every lane doing that for each of the 8 keys whose chunks it copies (docs/kvcache.md, v6).
+// The rest are v7's experiments (docs/kvcache.md), measured on the H100 and left off by default;
+// builds with FLASHCORE_DECODE_AB_VARIANTS time them against the default (decode_launch_template.h):
 // kSChains: independent accumulators S = Q K^T is summed in over the head dim's k-steps (k-step ks
-// into chain ks % kSChains), added before the softmax: at GQA 4 only 4 of the MMA's 16 rows are
-// real, so a tile costs the latency of its dependent MMAs, not their throughput (v7).
-// kEarlyLoads: the splits read strided tiles (decode_schedule.h) and the first kStages - 1 tiles'
-// loads go out before cache_seqlens is read, where decode::early_loads_allowed says they may (v7).
+// into chain ks % kSChains), added before the softmax (a tile's dependent MMA chain 8 -> 4 at d128).
+// kSchedule: which tiles a split reads (decode_schedule.h): kScheduleContiguous (the default), or
+// kScheduleStrided (split s: tiles s, s + S, ...), or kScheduleEarlyLoads (strided, and the first kStages - 1
+// tiles' loads go out before cache_seqlens is read, where decode::early_loads_allowed says so).
 // kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
-// 32 merges 32 splits in one L2 round trip but needs 128 registers for them, which only a kernel
-// at 2 CTAs a SM can spare (the 2-stage kernels run 3 CTAs a SM at <= 170 registers).
-template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 2,
-          bool kEarlyLoads_ = true, int kMergeInFlight_ = (kStages_ >= 3 ? 32 : 16)>
+// 32 merges 32 splits in one L2 round trip, with 128 registers for them.
+// kLoadsOnly: a diagnostic, wrong results: the tiles are loaded and waited for, no math.
+inline constexpr int kScheduleContiguous = 0;
+inline constexpr int kScheduleStrided = 1;
+inline constexpr int kScheduleEarlyLoads = 2;
+template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 1,
+          int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kPageIdsByLane = kPageIdsByLane_;
   static constexpr int kSChains = kSChains_;
-  static constexpr bool kEarlyLoads = kEarlyLoads_;
+  static constexpr int kSchedule = kSchedule_;
+  static constexpr bool kEarlyLoads = kSchedule_ == kScheduleEarlyLoads;
+  static constexpr bool kStrided = kSchedule_ != kScheduleContiguous;
   static constexpr int kMergeInFlight = kMergeInFlight_;
+  static constexpr bool kLoadsOnly = kLoadsOnly_;
   static constexpr int kRows = 16;  // the MMA's M
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -65,7 +73,7 @@ struct DecodeMmaTraits {
   static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes);
   // CTAs a SM the shared memory allows at d128 (2 stages: 68 KB, 3; 3 stages: 100 KB, 2), asked of
   // ptxas so the registers do not lower it: 3 CTAs of 128 threads need <= 170 registers (v7's two S
-  // chains and early loads took the 2-stage kernel to 185 without it: 2 CTAs a SM).
+  // chains with early loads took the 2-stage kernel to 185 without it: 2 CTAs a SM).
   static constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : kStages <= 2 ? 3 : 2;
   static_assert(kHeadDim % 64 == 0, "the swizzle needs at least 8 chunks a row; 16-column MMA k-steps");
   static_assert(kWarpKeys <= 32, "one lane a key when the lanes share the page offsets");
@@ -207,7 +215,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
       decode::cp_async_commit();
     }
   }
-  const decode::DecodeWork w = decode::schedule<kBlockN, Traits::kEarlyLoads>(p, b, split, num_splits);
+  const decode::DecodeWork w = decode::schedule<kBlockN, Traits::kStrided>(p, b, split, num_splits);
   const decode::ScoreRule rule = decode::score_rule(p, w);
   const int steps = w.tile_end > w.tile_begin ? (w.tile_end - w.tile_begin + w.tile_step - 1) / w.tile_step : 0;
 
@@ -272,6 +280,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
       }
     }
     __syncwarp();  // the warp's chunks of `tile` are visible to every lane
+    if constexpr (Traits::kLoadsOnly) continue;
 
     // S = Q K^T: 16 rows x 16 keys (two n-tiles of 8), k-steps of 16 columns, in kSChains
     // independent accumulator chains summed before the softmax.
