@@ -88,7 +88,9 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
 // shared memory while those loads are in flight, then each lane sums its 4 columns over the splits.
 // This tail runs after the slowest split, so its L2 round trips add straight to the step's time:
 // v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), v6 16 at a
-// time (2), and kInFlight = 32 (v7, the kernels at 2 CTAs a SM) does 32 splits in one.
+// time (2). kInFlight = 32 (one round trip at 32 splits; an A/B variant) measured no faster (v7):
+// what the tail costs (~4 us at batch 1) is the chain fence -> count -> loads -> stores, not the
+// number of round trips.
 template <typename Element, int kRows, int kThreads, int kInFlight = 16>
 __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
                                                          int num_splits) {
