@@ -11,7 +11,8 @@
 # tests, memcheck, racecheck) at the same time, before the benchmarks run alone: they check, not
 # time, and the device's held time is what a call costs (session 10: one call of ~160 s held).
 # The A/B kernels of a build with -DFLASHCORE_DECODE_AB_VARIANTS=ON are timed by the main benchmark
-# itself (BENCH_ARGS="--ab v6,one_s_chain,..."; bench/kvcache_decode.py --help).
+# itself (BENCH_ARGS="--ab strided,pdl_merge,..."; bench/kvcache_decode.py --help and
+# decode_launch_template.h list the variants).
 #
 # Session 7 built the binaries on the (GPU-less) workstation and carried them:
 #   cmake -S . -B build/devkv -G Ninja -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \

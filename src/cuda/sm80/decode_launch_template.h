@@ -81,10 +81,17 @@ inline std::string decode_ab_variant() {  // FLASHCORE_DECODE_AB (run_decode_ab 
 }
 #endif
 
+// Traits::kPdlMerge where the traits have it (the tensor-core kernel's; the FMA kernel's do not).
+template <class Traits, class = void>
+struct pdl_merge : std::false_type {};
+template <class Traits>
+struct pdl_merge<Traits, std::void_t<decltype(Traits::kPdlMerge)>> : std::bool_constant<Traits::kPdlMerge> {};
+
 template <class Traits, class Kernel>
 Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
   using Element = typename Traits::Element;
   constexpr int kSmem = Traits::kSmemBytes;
+  constexpr bool kPdlMerge = pdl_merge<Traits>::value;
   if constexpr (kSmem > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   }
@@ -115,7 +122,7 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
         acquire_decode_workspace(p.device.ordinal, stream, partial_bytes, counters_bytes, &workspace));
     p.o_accum = static_cast<float*>(workspace.partials);
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
-    if (fused_combine) p.split_counters = static_cast<unsigned*>(workspace.counters);
+    if (fused_combine && !kPdlMerge) p.split_counters = static_cast<unsigned*>(workspace.counters);
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
     if (fused_combine && decode_ab_variant() == "no_merge") p.split_counters = nullptr;  // diagnostic: partials only
 #endif
@@ -129,6 +136,27 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     kernel<<<dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream>>>(p);
     status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the decode kernel");
   }
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+  if constexpr (kPdlMerge) {
+    if (status.ok() && num_splits > 1) {
+      // Programmatic dependent launch (sm90+): the merge kernel may start before the decode grid
+      // ends; its griddepcontrol.wait holds it until the partials are visible.
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(1, p.heads_kv * m_blocks, p.batch);
+      config.blockDim = dim3(Traits::kThreads);
+      config.dynamicSmemBytes = 0;
+      config.stream = stream;
+      cudaLaunchAttribute attribute[1];
+      attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[0].val.programmaticStreamSerializationAllowed = p.device.compute_capability >= 90 ? 1 : 0;
+      config.attrs = attribute;
+      config.numAttrs = 1;
+      status = cuda_status(
+          cudaLaunchKernelEx(&config, decode_merge_kernel<Element, Traits::kRows, Traits::kThreads>, p, num_splits),
+          "flashcore::forward_kvcache: launching the split merge kernel");
+    }
+  }
+#endif
   if (status.ok() && num_splits > 1 && !fused_combine) {
     const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
     decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
@@ -142,7 +170,8 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
 // Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS): FLASHCORE_DECODE_AB, read at every call
 // so one process can time them all, picks v7's experiments in place of the default kernel (bf16,
-// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), or a diagnostic with
+// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), "pdl_merge" (prepared,
+// not yet run: the merge as a kernel behind a programmatic dependent launch), or a diagnostic with
 // wrong results: "loads_only" (no math), "no_merge" (the splits' partials are not merged).
 // docs/kvcache.md, v7.
 template <typename Element, int kHeadDim>
@@ -169,6 +198,10 @@ bool run_decode_ab(const DecodeParams& params, cudaStream_t stream, Status* stat
                    : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleEarlyLoads>{});
     }
     if (ab == "merge32" && !paged) return run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 32>{});
+    if (ab == "pdl_merge") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, false, true>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, false, true>{});
+    }
     if (ab == "loads_only") {
       return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, true>{})
                    : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, true>{});

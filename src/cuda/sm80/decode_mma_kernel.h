@@ -44,11 +44,14 @@ namespace flashcore::cuda::sm80 {
 // kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
 // 32 merges 32 splits in one L2 round trip, with 128 registers for them.
 // kLoadsOnly: a diagnostic, wrong results: the tiles are loaded and waited for, no math.
+// kPdlMerge (prepared, not yet run): the kernel stores its partials only and lets a dependent
+// merge kernel launch early (decode_combine.h, decode_merge_kernel).
 inline constexpr int kScheduleContiguous = 0;
 inline constexpr int kScheduleStrided = 1;
 inline constexpr int kScheduleEarlyLoads = 2;
 template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 1,
-          int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false>
+          int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false,
+          bool kPdlMerge_ = false>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -59,6 +62,7 @@ struct DecodeMmaTraits {
   static constexpr bool kStrided = kSchedule_ != kScheduleContiguous;
   static constexpr int kMergeInFlight = kMergeInFlight_;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
+  static constexpr bool kPdlMerge = kPdlMerge_;
   static constexpr int kRows = 16;  // the MMA's M
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -167,6 +171,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
   // cache, before schedule() reads cache_seqlens; keys past the real sequence are zeroed once they
   // land (below), tiles past it are never read.
   const bool early = Traits::kEarlyLoads && decode::early_loads_allowed(p);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel behind this one may launch now: its CTAs wait in griddepcontrol.wait.
+  if constexpr (Traits::kPdlMerge) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // ---- mainloop: each warp streams its 16 keys of every tile through a kStages-deep pipeline ----
   const Element* k_base = static_cast<const Element*>(p.k_cache) + hk * p.k_cache_strides.head;
