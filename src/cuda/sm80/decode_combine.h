@@ -185,14 +185,14 @@ __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, 
 }
 
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
-// PREPARED, NOT YET RUN ON A GPU (session 10; docs/kvcache.md, "Where to pick up" 1): the merge as
-// a kernel of its own, one CTA a (sequence, kv head, row block) like the fused merge's last CTA,
-// launched with programmatic dependent launch (decode_launch_template.h, variant "pdl_merge") right
-// behind a decode kernel that only stores its partials (no fence, no arrival count) and lets its
-// dependents launch early (griddepcontrol.launch_dependents): this kernel's CTAs are then resident
-// and wait in griddepcontrol.wait, which returns once the decode grid has finished and its stores
-// are visible, so neither the launch nor the count sits on the step's critical path. sm90+; on
-// older GPUs the launch falls back to stream order and the wait is compiled out.
+// An A/B variant (docs/kvcache.md, v7 call 3: measured no faster at batch 1, 21.3 us against 21.0):
+// the merge as a kernel of its own, one CTA a (sequence, kv head, row block) like the fused merge's
+// last CTA, launched with programmatic dependent launch (decode_launch_template.h, "pdl_merge")
+// right behind a decode kernel that only stores its partials (no fence, no arrival count) and lets
+// its dependents launch early (griddepcontrol.launch_dependents): this kernel's CTAs wait in
+// griddepcontrol.wait, which returns once the decode grid has finished and its stores are visible —
+// the point the fence and count reached too, hence no gain. sm90+; on older GPUs the launch falls
+// back to stream order and the wait is compiled out.
 template <typename Element, int kRows, int kThreads>
 __global__ void __launch_bounds__(kThreads) decode_merge_kernel(const __grid_constant__ DecodeParams p,
                                                                int num_splits) {

@@ -170,8 +170,8 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
 // Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS): FLASHCORE_DECODE_AB, read at every call
 // so one process can time them all, picks v7's experiments in place of the default kernel (bf16,
-// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), "pdl_merge" (prepared,
-// not yet run: the merge as a kernel behind a programmatic dependent launch), or a diagnostic with
+// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), "pdl_merge" (the
+// merge as a kernel behind a programmatic dependent launch), or a diagnostic with
 // wrong results: "loads_only" (no math), "no_merge" (the splits' partials are not merged).
 // docs/kvcache.md, v7.
 template <typename Element, int kHeadDim>

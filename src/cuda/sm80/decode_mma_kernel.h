@@ -44,7 +44,7 @@ namespace flashcore::cuda::sm80 {
 // kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
 // 32 merges 32 splits in one L2 round trip, with 128 registers for them.
 // kLoadsOnly: a diagnostic, wrong results: the tiles are loaded and waited for, no math.
-// kPdlMerge (prepared, not yet run): the kernel stores its partials only and lets a dependent
+// kPdlMerge: the kernel stores its partials only and lets a dependent
 // merge kernel launch early (decode_combine.h, decode_merge_kernel).
 inline constexpr int kScheduleContiguous = 0;
 inline constexpr int kScheduleStrided = 1;
