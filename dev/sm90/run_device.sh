@@ -24,7 +24,7 @@
 #   sanitize   compute-sanitizer memcheck, racecheck, synccheck over san.py (SAN_SHAPES, SAN_VARIANTS, ...)
 #   correct    check + gputests + sanitize at the same time (they share the GPU; each is small)
 #   latency    issue 14's B=1 H=8 S=512 D=64 latency row through scripts/bench.sh --hopper (needs --lib)
-# STEP_TIMEOUT (default 90 s) bounds every step.
+# STEP_TIMEOUT (default 90 s) bounds every step (SAN_TIMEOUT each sanitizer, if set).
 #
 # Example (session 10, issue 14's epilogue):
 #   bash dev/sm90/run_device.sh --name s10fwd --lib "128;256:bf16:sm90:fwd" \
@@ -139,7 +139,7 @@ step_gputests() {
 }
 step_sanitize() {
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
-    (cd dev/sm90 && FC_LIB=$(basename $HARNESS) timeout $T $S --tool $tool --kernel-name kns=fwd_kernel --error-exitcode 7 \
+    (cd dev/sm90 && FC_LIB=$(basename $HARNESS) timeout ${SAN_TIMEOUT:-$T} $S --tool $tool --kernel-name kns=fwd_kernel --error-exitcode 7 \
       python3 san.py > $LOG/san_$tool.txt 2>&1; echo "sanitizer $tool rc=$?: $(tail -2 $LOG/san_$tool.txt | tr '\n' ' ')") &
   done
   wait

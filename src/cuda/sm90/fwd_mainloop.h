@@ -220,9 +220,11 @@ struct FwdMainloop {
     const int wg = thread_idx / 128;
 
     // After the QK^T of key block 0 (the last one to read Q) has completed: Q's buffer may be
-    // refilled with the next tile's Q.
+    // refilled with the next tile's Q. Unless O is staged in it: then the epilogue releases it
+    // once its TMA stores have read it.
+    const bool release_q_here = !Traits::stages_o_in_q(params);
     auto release_q = [&]() {
-      if (cutlass::canonical_lane_idx() == 0) {
+      if (release_q_here && cutlass::canonical_lane_idx() == 0) {
         cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty[q_stage(iteration)]);
       }
     };

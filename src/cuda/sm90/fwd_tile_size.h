@@ -33,6 +33,12 @@ struct FwdTileSize {
   int cluster_m = 1;
   // One Q buffer only: prefetch the next tile's Q into L2 during this tile (Traits::kPrefetchNextQ).
   bool prefetch_next_q = false;
+  // O leaves through shared memory: each consumer warpgroup writes its 64 rows into its own rows of
+  // the tile's Q buffer (stmatrix), one thread issues TMA stores and the warpgroup goes back to the
+  // next tile's GEMMs while they drain (fwd_epilogue.h). Q's buffer is then released after the
+  // stores have read it instead of after the last QK^T. Calls whose O TMA cannot address (an
+  // unaligned O, variable-length batches) take the register direct-store path of the same kernel.
+  bool store_o_via_smem = false;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
@@ -78,7 +84,10 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   without it the 132 CTAs, which reach their tile boundaries together, all read their 64 KB Q
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
-  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
+  //   O through Q's buffer and TMA stores (store_o_via_smem; v11): the epilogue's 6.5 us of direct
+  //   stores per tile, with no wgmma issued, became an smem write + the stores' smem read; the
+  //   next Q load waits for that read (no smem to stage O elsewhere).
+  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*store_o_via_smem*/ true};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -96,7 +105,9 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
 // +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
+  // O through the tile's Q buffer and TMA stores (v11; with two Q buffers the next tile's Q is
+  // already in the other one, so releasing this one later costs nothing).
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, /*store_o_via_smem*/ true};
   return {0, 0, 0, false};
 }
 
