@@ -117,8 +117,8 @@ step_build() {
 }
 
 step_sass() {
-  for o in $OBJ/*.o; do
-    local s; s=$(cuobjdump -sass $o 2>/dev/null)
+  for o in $OBJ/*.o $(find $BUILD -name "fwd_sm90_*.o" 2>/dev/null); do
+    local s; s=$(/usr/local/cuda/bin/cuobjdump -sass $o 2>/dev/null || cuobjdump -sass $o 2>/dev/null)
     echo "SASS $(basename $o): UTMALDG $(grep -c UTMALDG <<< "$s") UTMASTG $(grep -c UTMASTG <<< "$s")" \
          "UTMAPF $(grep -c UTMAPF <<< "$s") HGMMA $(grep -c HGMMA <<< "$s") LDL/STL $(grep -cE 'LDL|STL' <<< "$s")"
   done

@@ -14,7 +14,8 @@
 // Directly from registers (every other kernel and call: an O TMA cannot address, variable-length
 // batches): each thread stores its column pairs (4 bytes) of its rows, rows outside
 // [0, seqlen_q) and columns past the real head_dim left unwritten. No shared memory and no
-// barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h).
+// barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h), or, in kernels that
+// could have staged O in it, at the start of this epilogue.
 #pragma once
 
 #include <cute/arch/copy_sm90.hpp>
@@ -52,6 +53,9 @@ struct FwdEpilogue {
         store_lse(params, lse, tile, thread_idx);
         return;
       }
+      // The mainloop of these kernels leaves Q's buffer to the epilogue; the direct stores do not
+      // touch it, so it is free now (one arrival per consumer warp, as the mainloop would).
+      if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
     store_o_direct(params, tOrO, tile, thread_idx);
     store_lse(params, lse, tile, thread_idx);

@@ -62,6 +62,7 @@ struct FwdTraits {
   static_assert(!kPrefetchNextQ || kQStages == 1, "with two Q buffers the next Q is already loaded during this tile");
   // O through shared memory (fwd_tile_size.h's store_o_via_smem): staged in the tile's Q buffer,
   // written by TMA stores; Params::o_via_smem says whether a call may (else the direct stores).
+  // Either way these kernels' epilogue, not the mainloop, releases Q's buffer.
   static constexpr bool kStoreOViaSmem = kStoreOViaSmem_;
   // One softmax exponential in kExp2FmaEvery on the FMA pipe instead of MUFU (0: none); see
   // fwd_softmax.h and common/exp2_fma.h.
@@ -200,15 +201,6 @@ struct FwdTraits {
     bool o_via_smem;
   };
 
-  // Whether this call's O goes through Q's buffer, which the epilogue (not the mainloop's last
-  // QK^T) then releases.
-  __host__ __device__ static bool stages_o_in_q(Params const& params) {
-    if constexpr (kStoreOViaSmem) {
-      return params.o_via_smem;
-    } else {
-      return false;
-    }
-  }
 };
 
 }  // namespace flashcore::cuda::sm90
