@@ -32,13 +32,13 @@
 cd "$(dirname "$0")/../.."
 root=$PWD
 DEVOUT=${OUT:-/tmp}
-NAME=dev LIB="" VARIANTS="" GROUPS="" KEEP_LOGS=0
+NAME=dev LIB="" VARIANTS="" VGROUPS="" KEEP_LOGS=0
 while [ $# -gt 0 ]; do
   case $1 in
     --name) NAME=$2; shift 2 ;;
     --lib) LIB=$2; shift 2 ;;
     --variants) VARIANTS=$2; shift 2 ;;
-    --groups) GROUPS=$2; shift 2 ;;
+    --groups) VGROUPS=$2; shift 2 ;;
     --keep-logs) KEEP_LOGS=1; shift ;;
     --*) echo "unknown option $1"; exit 2 ;;
     *) break ;;
@@ -64,8 +64,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 # capi.cu's defines: the variant groups, and which of the library's (dtype, head dim) kernels exist.
 capi_defines() {
   local d=""
-  [ -n "$VARIANTS$GROUPS" ] && d="-DFC_SM90_VARIANTS"
-  for g in $GROUPS; do d="$d -DFC_SM90_VARIANTS_$g"; done
+  [ -n "$VARIANTS$VGROUPS" ] && d="-DFC_SM90_VARIANTS"
+  for g in $VGROUPS; do d="$d -DFC_SM90_VARIANTS_$g"; done
   if [ -z "$LIB" ]; then
     d="$d -DFC_SM90_VARIANTS_ONLY"
   else
@@ -90,7 +90,7 @@ step_build() {
     ( timeout 250 $NVCC $NVCC_FLAGS -I$root/dev/sm90 -c dev/sm90/variants/$v.cu -o $OBJ/$v.o > $OBJ/$v.log 2>&1 \
       || { echo "variant $v FAILED"; grep -m5 error $OBJ/$v.log; } ) &
   done
-  if [ -n "$VARIANTS$GROUPS$LIB" ]; then
+  if [ -n "$VARIANTS$VGROUPS$LIB" ]; then
     ( timeout 250 $NVCC $NVCC_FLAGS -I$root/dev/sm90 $(capi_defines) -c dev/sm90/capi.cu -o $OBJ/capi.o \
       > $OBJ/capi.log 2>&1 || { echo "capi FAILED"; grep -m5 error $OBJ/capi.log; } ) &
   fi

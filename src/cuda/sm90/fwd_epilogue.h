@@ -1,21 +1,21 @@
 // The forward epilogue: O (fp32 registers) -> 16-bit -> global memory, and the LSE rows from the
 // column-0 threads. Two paths:
 //
-// Through shared memory (Traits::kStoreOViaSmem and the call's O TMA-addressable): each consumer
-// warpgroup writes its 64 rows of O (stmatrix) into its own rows of the tile's Q buffer (its
-// last QK^T has completed, and no other warpgroup reads those rows), one thread issues the TMA
-// stores and waits only until they have read shared memory, then releases Q's buffer for the
-// next tile's Q; the warpgroup is back at the next tile's GEMMs while the bytes drain to HBM.
-// The register path below took 2.0 us (d128) / 6.5 us (d256) per tile at 2k keys with no wgmma
-// issued meanwhile (tuning log v10): its 4-byte st.global from 128 threads a warpgroup, both
-// warpgroups and all 132 CTAs at once. TMA clips rows outside [0, seqlen_q) (the causal grid's
-// negative rows too) and columns past head_dim, as the direct path's bounds checks do.
+// Through shared memory (Traits::kStoreOViaSmem, the call's O TMA-addressable, and the
+// warpgroup's rows starting inside the tensor): each consumer warpgroup writes its 64 rows of O
+// (stmatrix) into its own rows of the tile's Q buffer (its last QK^T has completed, and no other
+// warpgroup reads those rows), one thread issues the TMA stores and waits only until they have
+// read shared memory, then releases Q's buffer for the next tile's Q; the warpgroup is back at
+// the next tile's GEMMs while the bytes drain to HBM. TMA clips rows past seqlen_q and columns
+// past head_dim, as the direct path's bounds checks do. No tile enables it yet (fwd_tile_size.h;
+// tuning log v11 has the measurements and what is left to validate).
 //
 // Directly from registers (every other kernel and call: an O TMA cannot address, variable-length
 // batches): each thread stores its column pairs (4 bytes) of its rows, rows outside
 // [0, seqlen_q) and columns past the real head_dim left unwritten. No shared memory and no
 // barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h), or, in kernels that
-// could have staged O in it, at the start of this epilogue.
+// could have staged O in it, at the start of this epilogue. This path took 2.0 us (d128) /
+// 6.5 us (d256) per tile at 2k keys with no wgmma issued meanwhile (tuning log v10).
 #pragma once
 
 #include <cute/arch/copy_sm90.hpp>
@@ -48,7 +48,11 @@ struct FwdEpilogue {
                                                FwdTile const& tile, int thread_idx, Element* q_smem,
                                                uint64_t* q_empty) {
     if constexpr (Traits::kStoreOViaSmem) {
-      if (params.o_via_smem) {
+      // A box may not start above the tensor: on the H100 a TMA store from a negative row (the
+      // first m_block of a causal grid whose seqlen_q is not a multiple of kBlockM) stopped the
+      // kernel with an illegal instruction (v11). Such a warpgroup's rows go out directly.
+      const int wg_row0 = tile.m_block * kBlockM - params.row_offset + 64 * (thread_idx / 128);
+      if (params.o_via_smem && wg_row0 >= 0) {
         store_o_via_smem(params, tOrO, tile, thread_idx, q_smem, q_empty);
         store_lse(params, lse, tile, thread_idx);
         return;

@@ -84,10 +84,9 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   without it the 132 CTAs, which reach their tile boundaries together, all read their 64 KB Q
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
-  //   O through Q's buffer and TMA stores (store_o_via_smem; v11): the epilogue's 6.5 us of direct
-  //   stores per tile, with no wgmma issued, became an smem write + the stores' smem read; the
-  //   next Q load waits for that read (no smem to stage O elsewhere).
-  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*store_o_via_smem*/ true};
+  //   O through Q's buffer and TMA stores (store_o_via_smem) measured +6-10 % at 2k-4k (v11), not
+  //   enabled until validated (the causal zig-zag kernel also spills 4 B with it).
+  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -105,9 +104,7 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
 // +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  // O through the tile's Q buffer and TMA stores (v11; with two Q buffers the next tile's Q is
-  // already in the other one, so releasing this one later costs nothing).
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, /*store_o_via_smem*/ true};
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
   return {0, 0, 0, false};
 }
 
