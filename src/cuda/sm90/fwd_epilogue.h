@@ -61,7 +61,11 @@ struct FwdEpilogue {
       // touch it, so it is free now (one arrival per consumer warp, as the mainloop would).
       if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
-    store_o_direct(params, tOrO, tile, thread_idx);
+    if constexpr (Traits::kStoreO16B) {
+      store_o_direct_16b(params, tOrO, tile, thread_idx);
+    } else {
+      store_o_direct(params, tOrO, tile, thread_idx);
+    }
     store_lse(params, lse, tile, thread_idx);
   }
 
@@ -154,6 +158,75 @@ struct FwdEpilogue {
           *reinterpret_cast<ElementPair*>(out_row + col) = ElementPair{rO_rc(r, c), rO_rc(r, c + 1)};
         } else if (col < params.head_dim) {
           out_row[col] = rO_rc(r, c);
+        }
+      }
+    }
+  }
+
+  // The direct stores 16 bytes at a time (Traits::kStoreO16B): a thread holds column pairs
+  // (col, col + 1) of every 8-column group of its rows, the quad's four threads one pair each, so
+  // the quad transposes its pairs four groups at a time (two butterfly rounds of __shfl_xor_sync),
+  // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
+  // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
+  // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
+  // every API call both). Converted pair by pair as the stores go, not all of O up front.
+  template <class FragO>
+  __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
+                                                            FwdTile const& tile, int thread_idx) {
+    using namespace cute;
+    static_assert(sizeof(Element) == 2, "16-bit O");
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
+    Tensor tOrO_rc = make_tensor(tOrO.data(), wgmma_acc_as_rows_cols(tOrO.layout()));  // (rows, d) fp32
+    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
+    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
+    constexpr int kRows = decltype(size<0>(tOrO_rc))::value;
+    constexpr int kGroups = decltype(size<1>(tOrO_rc))::value / 2;  // 8-column groups, one pair each
+    static_assert(kGroups % 4 == 0, "groups transposed four at a time");
+    cutlass::NumericArrayConverter<Element, float, 2> to_element;
+
+    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
+                   tile.head * params.o_head_stride;
+    const int row0 = tile.m_block * kBlockM - params.row_offset;
+    const int quad_lane = thread_idx % 4;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      // Every lane shuffles, the row check comes after: a quad's lanes share a row, but the warp's
+      // eight quads hold eight rows and __shfl_xor_sync needs all 32 lanes.
+      const int row = row0 + get<0>(tOcO_rc(r, 0));
+      const bool row_ok = row >= 0 && row < params.seqlen_q;
+      Element* out_row = out + int64_t(row) * params.o_row_stride;
+      CUTE_UNROLL
+      for (int g = 0; g < kGroups / 4; ++g) {
+        uint32_t pairs[4];  // pair i of groups 4g..4g+3 (this lane's columns of each)
+        CUTE_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          cutlass::Array<float, 2> pair;
+          pair[0] = tOrO_rc(r, 2 * (4 * g + i));
+          pair[1] = tOrO_rc(r, 2 * (4 * g + i) + 1);
+          const cutlass::Array<Element, 2> converted = to_element(pair);
+          pairs[i] = reinterpret_cast<uint32_t const&>(converted);
+        }
+        // 4 x 4 transpose across the quad with static indices: the round on lane bit m swaps,
+        // within each index pair (i, i + m), the element whose index bit differs from the lane's.
+        CUTE_UNROLL
+        for (int m = 1; m <= 2; m *= 2) {
+          const bool upper = (quad_lane & m) != 0;
+          CUTE_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            if (i & m) continue;
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, upper ? pairs[i] : pairs[i + m], m);
+            if (upper) {
+              pairs[i] = got;
+            } else {
+              pairs[i + m] = got;
+            }
+          }
+        }
+        // pairs[i] is now pair i of group 4g + quad_lane: its 8 columns in order.
+        const int col = get<1>(tOcO_rc(r, 2 * (4 * g + quad_lane))) - 2 * quad_lane;
+        if (row_ok && col < params.head_dim) {
+          *reinterpret_cast<uint4*>(out_row + col) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
         }
       }
     }

@@ -40,8 +40,8 @@ struct FwdTmaDescriptors {
   bool o_via_smem;  // o holds a descriptor (O is 16-byte addressable)
 };
 
-// TMA can address O: a 16-byte aligned base, batch/row/head strides in 16-byte units, whole
-// 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
+// TMA can address O (and 16-byte stores can write it): a 16-byte aligned base, batch/row/head
+// strides in 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
 // and future callers (variable-length batches) need not be, and take the direct stores.
 inline bool fwd_o_tma_addressable(const FwdParams& p) {
   constexpr int kElemsPer16B = 8;  // 16-bit elements
@@ -231,6 +231,12 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
     capacity = cluster_capacity[device].load(std::memory_order_relaxed);
   }
 
+  if constexpr (Traits::kStoreO16B) {
+    if (!fwd_o_tma_addressable(p)) {
+      return Status::Internal("flashcore::forward: out: the sm90 kernel stores 16-byte groups and needs O's rows "
+                              "16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
+    }
+  }
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
@@ -256,7 +262,8 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_16b>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option

@@ -39,6 +39,11 @@ struct FwdTileSize {
   // stores have read it instead of after the last QK^T. Calls whose O TMA cannot address (an
   // unaligned O, variable-length batches) take the register direct-store path of the same kernel.
   bool store_o_via_smem = false;
+  // The direct stores 16 bytes at a time: the four threads of a quad transpose their column pairs
+  // so each stores one 8-column group (fwd_epilogue.h). v11's timeline: the epilogue per tile
+  // 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256) with Q still released after the last QK^T.
+  // No tile enables it yet (not validated: tuning log v11).
+  bool store_o_16b = false;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
