@@ -169,7 +169,7 @@ struct FwdEpilogue {
   // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
   // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
   // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
-  // every API call both). Converted pair by pair as the stores go, not all of O up front.
+  // every API call both).
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
                                                             FwdTile const& tile, int thread_idx) {
@@ -177,13 +177,16 @@ struct FwdEpilogue {
     static_assert(sizeof(Element) == 2, "16-bit O");
     typename Traits::TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    Tensor tOrO_rc = make_tensor(tOrO.data(), wgmma_acc_as_rows_cols(tOrO.layout()));  // (rows, d) fp32
+    // All of O in 16-bit first, as the 4-byte path does (the fp32 accumulator then dies): the
+    // shuffles below hold packed pairs only.
+    Tensor rO = make_tensor<Element>(tOrO.layout());
+    convert_into(tOrO, rO);
+    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
     Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
     Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
-    constexpr int kRows = decltype(size<0>(tOrO_rc))::value;
-    constexpr int kGroups = decltype(size<1>(tOrO_rc))::value / 2;  // 8-column groups, one pair each
+    constexpr int kRows = decltype(size<0>(rO_rc))::value;
+    constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 4 == 0, "groups transposed four at a time");
-    cutlass::NumericArrayConverter<Element, float, 2> to_element;
 
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
                    tile.head * params.o_head_stride;
@@ -201,11 +204,10 @@ struct FwdEpilogue {
         uint32_t pairs[4];  // pair i of groups 4g..4g+3 (this lane's columns of each)
         CUTE_UNROLL
         for (int i = 0; i < 4; ++i) {
-          cutlass::Array<float, 2> pair;
-          pair[0] = tOrO_rc(r, 2 * (4 * g + i));
-          pair[1] = tOrO_rc(r, 2 * (4 * g + i) + 1);
-          const cutlass::Array<Element, 2> converted = to_element(pair);
-          pairs[i] = reinterpret_cast<uint32_t const&>(converted);
+          struct alignas(4) Pair {
+            Element x, y;
+          } const pair{rO_rc(r, 2 * (4 * g + i)), rO_rc(r, 2 * (4 * g + i) + 1)};
+          pairs[i] = reinterpret_cast<uint32_t const&>(pair);
         }
         // 4 x 4 transpose across the quad with static indices: the round on lane bit m swaps,
         // within each index pair (i, i + m), the element whose index bit differs from the lane's.
