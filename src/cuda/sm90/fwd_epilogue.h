@@ -61,8 +61,10 @@ struct FwdEpilogue {
       // touch it, so it is free now (one arrival per consumer warp, as the mainloop would).
       if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
-    if constexpr (Traits::kStoreO16B) {
+    if constexpr (Traits::kOStoreBytes == 16) {
       store_o_direct_16b(params, tOrO, tile, thread_idx);
+    } else if constexpr (Traits::kOStoreBytes == 8) {
+      store_o_direct_8b(params, tOrO, tile, thread_idx);
     } else {
       store_o_direct(params, tOrO, tile, thread_idx);
     }
@@ -163,13 +165,63 @@ struct FwdEpilogue {
     }
   }
 
-  // The direct stores 16 bytes at a time (Traits::kStoreO16B): a thread holds column pairs
+  // The direct stores 8 bytes at a time (Traits::kOStoreBytes == 8): lanes q and q ^ 1 of a quad
+  // swap one pair of every two 8-column groups (one __shfl_xor_sync per two pairs), after which
+  // the even lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of
+  // the second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of
+  // its row (a whole sector) per instruction instead of 16. Half the shuffles and live values of
+  // the 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
+  template <class FragO>
+  __forceinline__ __device__ static void store_o_direct_8b(Params const& params, FragO const& tOrO,
+                                                           FwdTile const& tile, int thread_idx) {
+    using namespace cute;
+    static_assert(sizeof(Element) == 2, "16-bit O");
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
+    Tensor rO = make_tensor<Element>(tOrO.layout());
+    convert_into(tOrO, rO);
+    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
+    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
+    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
+    constexpr int kRows = decltype(size<0>(rO_rc))::value;
+    constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
+    static_assert(kGroups % 2 == 0, "groups exchanged two at a time");
+    struct alignas(4) Pair {
+      Element x, y;
+    };
+
+    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
+                   tile.head * params.o_head_stride;
+    const int row0 = tile.m_block * kBlockM - params.row_offset;
+    const int odd = thread_idx & 1;  // the lane's bit 0 within its quad
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      // Every lane shuffles, the row check comes after (__shfl_xor_sync needs all 32 lanes).
+      const int row = row0 + get<0>(tOcO_rc(r, 0));
+      const bool row_ok = row >= 0 && row < params.seqlen_q;
+      Element* out_row = out + int64_t(row) * params.o_row_stride;
+      CUTE_UNROLL
+      for (int g = 0; g < kGroups / 2; ++g) {
+        const Pair p0{rO_rc(r, 4 * g), rO_rc(r, 4 * g + 1)};      // this lane's pair of group 2g
+        const Pair p1{rO_rc(r, 4 * g + 2), rO_rc(r, 4 * g + 3)};  // and of group 2g + 1
+        const uint32_t a0 = reinterpret_cast<uint32_t const&>(p0);
+        const uint32_t a1 = reinterpret_cast<uint32_t const&>(p1);
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
+        const int col = get<1>(tOcO_rc(r, 2 * (2 * g + odd))) - 2 * odd;  // first of the 4 columns
+        if (row_ok && col < params.head_dim) {
+          *reinterpret_cast<uint2*>(out_row + col) = odd ? make_uint2(got, a1) : make_uint2(a0, got);
+        }
+      }
+    }
+  }
+
+  // The direct stores 16 bytes at a time (Traits::kOStoreBytes == 16): a thread holds column pairs
   // (col, col + 1) of every 8-column group of its rows, the quad's four threads one pair each, so
   // the quad transposes its pairs four groups at a time (two butterfly rounds of __shfl_xor_sync),
   // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
   // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
   // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
-  // every API call both).
+  // every API call both). The d256 kernels spill 24-48 B with it (v11), d128 none.
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
                                                             FwdTile const& tile, int thread_idx) {

@@ -231,10 +231,10 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
     capacity = cluster_capacity[device].load(std::memory_order_relaxed);
   }
 
-  if constexpr (Traits::kStoreO16B) {
+  if constexpr (Traits::kOStoreBytes > 4) {
     if (!fwd_o_tma_addressable(p)) {
-      return Status::Internal("flashcore::forward: out: the sm90 kernel stores 16-byte groups and needs O's rows "
-                              "16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
+      return Status::Internal("flashcore::forward: out: the sm90 kernel stores 8- or 16-byte groups and needs O's "
+                              "rows 16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
     }
   }
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
@@ -263,7 +263,7 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_16b>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option

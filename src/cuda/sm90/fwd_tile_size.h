@@ -39,11 +39,12 @@ struct FwdTileSize {
   // stores have read it instead of after the last QK^T. Calls whose O TMA cannot address (an
   // unaligned O, variable-length batches) take the register direct-store path of the same kernel.
   bool store_o_via_smem = false;
-  // The direct stores 16 bytes at a time: the four threads of a quad transpose their column pairs
-  // so each stores one 8-column group (fwd_epilogue.h). v11's timeline: the epilogue per tile
-  // 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256) with Q still released after the last QK^T.
-  // No tile enables it yet (not validated: tuning log v11).
-  bool store_o_16b = false;
+  // Bytes a thread writes per store instruction on the direct path (fwd_epilogue.h): 4 (each its
+  // column pair), 8 (pairs swapped between neighbouring lanes: a quad writes a whole 32-byte
+  // sector of its row) or 16 (a 4 x 4 transpose across the quad). v11's timeline for 16: the
+  // epilogue per tile 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256), Q still released after the
+  // last QK^T. No tile uses more than 4 yet (not validated on a GPU: tuning log v11).
+  int o_store_bytes = 4;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for

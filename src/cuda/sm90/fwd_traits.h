@@ -41,7 +41,7 @@ struct FwdTmaStoreO<true, Element, SmemLayoutAtomQ, ShapeQKV, StrideQKV> {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1, bool kPrefetchNextQ_ = false,
-          bool kStoreOViaSmem_ = false, bool kStoreO16B_ = false>
+          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -64,8 +64,10 @@ struct FwdTraits {
   // written by TMA stores; Params::o_via_smem says whether a call may (else the direct stores).
   // Either way these kernels' epilogue, not the mainloop, releases Q's buffer.
   static constexpr bool kStoreOViaSmem = kStoreOViaSmem_;
-  // The direct stores 16 bytes a thread-instruction (fwd_tile_size.h's store_o_16b).
-  static constexpr bool kStoreO16B = kStoreO16B_;
+  // Bytes a thread stores per instruction on the direct path: 4, 8 or 16 (fwd_tile_size.h's
+  // o_store_bytes; fwd_epilogue.h).
+  static constexpr int kOStoreBytes = kOStoreBytes_;
+  static_assert(kOStoreBytes == 4 || kOStoreBytes == 8 || kOStoreBytes == 16);
   // One softmax exponential in kExp2FmaEvery on the FMA pipe instead of MUFU (0: none); see
   // fwd_softmax.h and common/exp2_fma.h.
   static constexpr int kExp2FmaEvery = kExp2FmaEvery_;
