@@ -115,14 +115,17 @@ class FwdTmaDescriptorCache {
     const void* q;
     const void* k;
     const void* v;
-    const void* out;  // O's descriptor (kStoreOViaSmem kernels); compared for every kernel, simply
+    // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
+    // others a new output buffer must not cost a miss (small calls' host time, v6).
+    const void* out;
     int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
     TensorStrides q_strides, k_strides, v_strides, o_strides;
 
     static Key of(const FwdParams& p) {
-      return {p.q,        p.k,        p.v,        p.out,       p.device.ordinal, p.batch,     p.heads_q,
-              p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,  p.q_strides,      p.k_strides, p.v_strides,
-              p.o_strides};
+      constexpr bool kHasO = Traits::kStoreOViaSmem;
+      return {p.q,        p.k,        p.v,        kHasO ? p.out : nullptr, p.device.ordinal, p.batch,     p.heads_q,
+              p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
+              kHasO ? p.o_strides : TensorStrides{}};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
