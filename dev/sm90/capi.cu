@@ -8,25 +8,38 @@
 
 namespace fc = flashcore::cuda;
 
+// FC_SM90_LIB_SUBSET (run_device.sh --lib): linked with a trimmed library, whose (dtype, head dim)
+// kernels are named by FC_SM90_LIB_D<dim> and FC_SM90_LIB_<DTYPE>; otherwise with every sm90 TU.
+#ifndef FC_SM90_LIB_SUBSET
+#define FC_SM90_LIB_D64
+#define FC_SM90_LIB_D96
+#define FC_SM90_LIB_D128
+#define FC_SM90_LIB_D192
+#define FC_SM90_LIB_D256
+#define FC_SM90_LIB_BF16
+#define FC_SM90_LIB_FP16
+#endif
+
 template <typename Element>
 static flashcore::Status dispatch_dim(int kernel_dim, const fc::FwdParams& p, cudaStream_t s) {
-#ifdef FC_SM90_D256_ONLY  // linked with the library's d256 TUs alone
-  if (kernel_dim == 256) return fc::sm90::run_fwd<Element, 256>(p, s);
-  return flashcore::Status::NotSupported("this harness holds the library's d256 kernels only");
-#else
   switch (kernel_dim) {
+#ifdef FC_SM90_LIB_D64
     case 64: return fc::sm90::run_fwd<Element, 64>(p, s);
-    case 128: return fc::sm90::run_fwd<Element, 128>(p, s);
-#ifndef FC_SM90_DIMS_64_128_256_ONLY  // a partial build for A/B runs
+#endif
+#ifdef FC_SM90_LIB_D96
     case 96: return fc::sm90::run_fwd<Element, 96>(p, s);
-#ifndef FC_SM90_NO_DIM_192  // a build without the d192 TUs
+#endif
+#ifdef FC_SM90_LIB_D128
+    case 128: return fc::sm90::run_fwd<Element, 128>(p, s);
+#endif
+#ifdef FC_SM90_LIB_D192
     case 192: return fc::sm90::run_fwd<Element, 192>(p, s);
 #endif
-#endif
+#ifdef FC_SM90_LIB_D256
     case 256: return fc::sm90::run_fwd<Element, 256>(p, s);
-  }
-  return flashcore::Status::NotSupported("no sm90 kernel for this head dim");
 #endif
+  }
+  return flashcore::Status::NotSupported("no sm90 kernel for this head dim in this harness");
 }
 
 #ifdef FC_SM90_VARIANTS
@@ -70,8 +83,19 @@ extern "C" int fc_sm90_fwd(int bf16, int kernel_dim, const void* q, const void* 
   st = flashcore::Status::NotSupported("this harness holds dev variants only");
   (void)bf16;
 #else
-  st = bf16 ? dispatch_dim<cutlass::bfloat16_t>(kernel_dim, p, static_cast<cudaStream_t>(stream))
-                              : dispatch_dim<cutlass::half_t>(kernel_dim, p, static_cast<cudaStream_t>(stream));
+  if (bf16) {
+#ifdef FC_SM90_LIB_BF16
+    st = dispatch_dim<cutlass::bfloat16_t>(kernel_dim, p, static_cast<cudaStream_t>(stream));
+#else
+    st = flashcore::Status::NotSupported("no bf16 kernels in this harness");
+#endif
+  } else {
+#ifdef FC_SM90_LIB_FP16
+    st = dispatch_dim<cutlass::half_t>(kernel_dim, p, static_cast<cudaStream_t>(stream));
+#else
+    st = flashcore::Status::NotSupported("no fp16 kernels in this harness");
+#endif
+  }
 #endif
   if (st.ok()) return 0;
   std::strncpy(error, st.message().c_str(), error_len - 1);

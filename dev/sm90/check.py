@@ -61,7 +61,9 @@ def make(b, s, h, d, dtype, layout):
 # CHECK_CAUSAL=0/1: only non-causal / causal cases.
 VARIANTS = {(x.split(":")[0].replace("bf16", "bfloat16").replace("fp16", "float16"), int(x.split(":")[1])): int(x.split(":")[2])
             for x in os.environ.get("CHECK_VARIANTS", "").split(",") if x}
-VARIANTS_CAUSAL = os.environ.get("CHECK_VARIANTS_CAUSAL") == "1"
+# CHECK_VARIANTS_CAUSAL=only: the causal cases run the variant, the non-causal ones the library.
+VARIANTS_CAUSAL = os.environ.get("CHECK_VARIANTS_CAUSAL") in ("1", "only")
+VARIANTS_NONCAUSAL = os.environ.get("CHECK_VARIANTS_CAUSAL") != "only"
 CAUSAL = {"0": (False,), "1": (True,)}.get(os.environ.get("CHECK_CAUSAL", ""), (False, True))
 
 
@@ -75,7 +77,8 @@ def run_case(b, sq, sk, hq, hkv, d, causal, dtype, layout="bshd"):
     lse_full = torch.full((b, hq, sq + 5), float("nan"), device=DEV, dtype=torch.float32)
     lse = lse_full[:, :, :sq]
     if VARIANTS:
-        fc_sm90.VARIANT = -1 if causal and not VARIANTS_CAUSAL else VARIANTS.get((str(dtype).split(".")[-1], d), -1)
+        wanted = VARIANTS_CAUSAL if causal else VARIANTS_NONCAUSAL
+        fc_sm90.VARIANT = VARIANTS.get((str(dtype).split(".")[-1], d), -1) if wanted else -1
     fc_sm90.forward(q, k, v, causal, out=out, lse=lse)
     torch.cuda.synchronize()
     o_ref, lse_ref = reference(q, k, v, causal)

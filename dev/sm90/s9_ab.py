@@ -4,7 +4,8 @@ A/B read higher for whatever ran right after cuDNN: clocks / power, not the kern
 
   FC_LIB=libfc_s9b.so AB_VARIANTS=24,20,25 CELLS="bf16:256:0:2048,4096;..." ROUNDS=4 python3 s9_ab.py
 
-Each round times every implementation once (ITERS calls queued between two events, median of 5);
+A cell spec may name its own variants after "@" (e.g. "bf16:128:0:2048,4096@-1,28"; -1 = the
+library), overriding AB_VARIANTS for its cells. Each round times every implementation once (ITERS calls queued between two events, median of 5);
 the table gives each one's median over the rounds, its [min-max], and the ratio to cuDNN's median.
 Writes $OUT/$BENCH_NAME (default s9_ab.json)."""
 import json
@@ -31,6 +32,8 @@ def main():
     del x
     rows = []
     for spec in os.environ.get("CELLS", "bf16:256:0:2048,4096,8192;bf16:256:1:2048,4096").split(";"):
+        spec, _, own = spec.partition("@")
+        cell_variants = [int(v) for v in own.split(",")] if own else VARIANTS
         dn, d, causal, seqs = spec.split(":")
         d, causal = int(d), causal == "1"
         for s in (int(v) for v in seqs.split(",")):
@@ -47,7 +50,7 @@ def main():
                     fc_sm90.VARIANT = n
                     return fc_sm90.forward(q, k, v, causal, out=out, lse=lse)
                 return run
-            fns = {f"v{n}": variant(n) for n in VARIANTS}
+            fns = {f"v{n}": variant(n) for n in cell_variants}
             fns["cudnn"] = lambda: bench._sdpa(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal)  # noqa: E731
             names = list(fns)
             t = {n: [] for n in names}
@@ -59,7 +62,7 @@ def main():
             line = "  ".join(f"{n} {med[n]:6.1f} [{min(t[n]):.0f}-{max(t[n]):.0f}] ({med[n] / med['cudnn']:.3f})"
                              for n in names)
             print(f"{dn} d{d} {'causal' if causal else 'full  '} S{s:6d}: {line}", flush=True)
-            rows.append(dict(dtype=dn, d=d, causal=causal, seqlen=s, batch=b, heads=h, **t))
+            rows.append(dict(dtype=dn, d=d, causal=causal, seqlen=s, batch=b, heads=h, variants=cell_variants, **t))
             del q, k, v, out, lse
     o = os.environ.get("OUT")
     if o:

@@ -25,7 +25,9 @@ only = {int(x) for x in os.environ.get("SAN_SHAPES", "").split(",") if x}
 shapes = [sh for i, sh in enumerate(shapes) if not only or i in only]
 # SAN_VARIANTS="128:16,256:17": non-causal shapes of that head dim run that dev variant.
 variants = {int(x.split(":")[0]): int(x.split(":")[1]) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x}
-variants_causal = os.environ.get("SAN_VARIANTS_CAUSAL") == "1"  # causal shapes run the variant too
+# SAN_VARIANTS_CAUSAL=1: causal shapes run the variant too; =only: causal shapes only.
+variants_causal = os.environ.get("SAN_VARIANTS_CAUSAL") in ("1", "only")
+variants_noncausal = os.environ.get("SAN_VARIANTS_CAUSAL") != "only"
 skip = {int(x) for x in os.environ.get("SAN_SKIP_DIMS", "").split(",") if x}  # dims a partial build lacks
 for dtype in (torch.bfloat16,):
     for b, sq, sk, hq, hkv, d, causal in shapes:
@@ -36,7 +38,8 @@ for dtype in (torch.bfloat16,):
         v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dtype)
         lse = torch.empty(b, hq, sq, device="cuda", dtype=torch.float32)
         if variants:
-            fc_sm90.VARIANT = -1 if causal and not variants_causal else variants.get(d, -1)
+            wanted = variants_causal if causal else variants_noncausal
+            fc_sm90.VARIANT = variants.get(d, -1) if wanted else -1
         fc_sm90.forward(q, k, v, causal, lse=lse)
 torch.cuda.synchronize()
 print("san.py done")

@@ -38,6 +38,9 @@ flashcore::Status run_variant_s10_d256_bf16_timed(const flashcore::cuda::FwdPara
 flashcore::Status run_variant_s10_d128_bf16_plain(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s10_d128_bf16_timed_vec16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s10_d256_bf16_timed_vec16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v11_d128_bf16_timed_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v11_d256_bf16_timed_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v11_d128_bf16_causal_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
@@ -58,8 +61,9 @@ flashcore::Status run_variant_s10_d256_bf16_timed_vec16(const flashcore::cuda::F
 // 25 bf16 d256 with 64-key blocks (+ prefetch); causal through the zig-zag grid only.
 // s10 (issue 14, one call): 20 and 25 again for the rotated A/B; 26/27 bf16 d128/d256 non-causal
 // (the library's 2k tiles) with %globaltimer stamps per CTA (s10_timeline.h), 28 d128's plain twin.
-// FC_SM90_VARIANTS_11 (next step, not yet run): 29/30 = 26/27 with 16-byte O stores
-// (s10_epilogue_vec16.h).
+// FC_SM90_VARIANTS_11: 29/30 = 26/27 with 16-byte O stores (s10_epilogue_vec16.h).
+// FC_SM90_VARIANTS_12 (v11, session 10: the epilogue): 20, 26-30 as above, and 31/32 = 26/27 with
+// O through Q's buffer and TMA stores, 33 bf16 d128 causal with it (v11_epilogue_tma.cu).
 // Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
@@ -95,7 +99,8 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 18: return run_variant_s8_d128_fp16_cluster(p, s);
     case 19: return run_variant_s8_d256_fp16_cluster(p, s);
 #endif
-#if defined(FC_SM90_VARIANTS_7) || defined(FC_SM90_VARIANTS_8) || defined(FC_SM90_VARIANTS_10)
+#if defined(FC_SM90_VARIANTS_7) || defined(FC_SM90_VARIANTS_8) || defined(FC_SM90_VARIANTS_10) || \
+    defined(FC_SM90_VARIANTS_12)
     case 20: return run_variant_s9_d256_bf16_prefetch(p, s);
 #endif
 #ifdef FC_SM90_VARIANTS_7
@@ -109,14 +114,19 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
 #if defined(FC_SM90_VARIANTS_8) || defined(FC_SM90_VARIANTS_10)
     case 25: return run_variant_s9_d256_bf16_n64(p, s);
 #endif
-#ifdef FC_SM90_VARIANTS_10
+#if defined(FC_SM90_VARIANTS_10) || defined(FC_SM90_VARIANTS_12)
     case 26: return run_variant_s10_d128_bf16_timed(p, s);
     case 27: return run_variant_s10_d256_bf16_timed(p, s);
     case 28: return run_variant_s10_d128_bf16_plain(p, s);
 #endif
-#ifdef FC_SM90_VARIANTS_11
+#if defined(FC_SM90_VARIANTS_11) || defined(FC_SM90_VARIANTS_12)
     case 29: return run_variant_s10_d128_bf16_timed_vec16(p, s);
     case 30: return run_variant_s10_d256_bf16_timed_vec16(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_12
+    case 31: return run_variant_v11_d128_bf16_timed_tma(p, s);
+    case 32: return run_variant_v11_d256_bf16_timed_tma(p, s);
+    case 33: return run_variant_v11_d128_bf16_causal_tma(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

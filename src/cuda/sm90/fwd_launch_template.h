@@ -29,14 +29,26 @@
 
 namespace flashcore::cuda::sm90 {
 
-// The three TMA descriptors of a call (Q, K, V^T). Each is a pure function of its base pointer,
-// shape and strides.
+// The TMA descriptors of a call (Q, K, V^T, and O for kernels that store it by TMA). Each is a
+// pure function of its base pointer, shape and strides.
 template <class Traits>
 struct FwdTmaDescriptors {
   typename Traits::TmaQ q;
   typename Traits::TmaK k;
   typename Traits::TmaV v;
+  typename Traits::TmaO o;
+  bool o_via_smem;  // o holds a descriptor (O is 16-byte addressable)
 };
+
+// TMA can address O (and 16-byte stores can write it): a 16-byte aligned base, batch/row/head
+// strides in 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
+// and future callers (variable-length batches) need not be, and take the direct stores.
+inline bool fwd_o_tma_addressable(const FwdParams& p) {
+  constexpr int kElemsPer16B = 8;  // 16-bit elements
+  return reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && p.head_dim % kElemsPer16B == 0 &&
+         p.o_strides.row % kElemsPer16B == 0 && p.o_strides.head % kElemsPer16B == 0 &&
+         p.o_strides.batch % kElemsPer16B == 0;
+}
 
 template <class Traits>
 FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
@@ -58,11 +70,22 @@ FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
   typename Traits::SmemLayoutVt smem_vt;
   using TmaLoadKV = typename Traits::TmaLoadKV;
   constexpr auto cluster_m = Int<Traits::kClusterM>{};
-  return {
+  FwdTmaDescriptors<Traits> d{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(TmaLoadKV{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, cluster_m),
       make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, cluster_m),
+      typename Traits::TmaO{},
+      false,
   };
+  if constexpr (Traits::kStoreOViaSmem) {
+    if (fwd_o_tma_addressable(p)) {
+      Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_q,
+                              make_stride(p.o_strides.row, _1{}, p.o_strides.head, p.o_strides.batch));
+      d.o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOBox{}, Shape<_64, _64>{}, _1{});
+      d.o_via_smem = true;
+    }
+  }
+  return d;
 }
 
 // The descriptors of this host thread's last few calls per kernel. Encoding one is a driver call
@@ -92,12 +115,17 @@ class FwdTmaDescriptorCache {
     const void* q;
     const void* k;
     const void* v;
+    // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
+    // others a new output buffer must not cost a miss (small calls' host time, v6).
+    const void* out;
     int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    TensorStrides q_strides, k_strides, v_strides;
+    TensorStrides q_strides, k_strides, v_strides, o_strides;
 
     static Key of(const FwdParams& p) {
-      return {p.q,        p.k,        p.v,        p.device.ordinal, p.batch,     p.heads_q,   p.heads_kv,
-              p.seqlen_q, p.seqlen_k, p.head_dim, p.q_strides,      p.k_strides, p.v_strides};
+      constexpr bool kHasO = Traits::kStoreOViaSmem;
+      return {p.q,        p.k,        p.v,        kHasO ? p.out : nullptr, p.device.ordinal, p.batch,     p.heads_q,
+              p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
+              kHasO ? p.o_strides : TensorStrides{}};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
@@ -105,7 +133,8 @@ class FwdTmaDescriptorCache {
     bool operator==(const Key& o) const {
       return q == o.q && k == o.k && v == o.v && device == o.device && batch == o.batch && heads_q == o.heads_q &&
              heads_kv == o.heads_kv && seqlen_q == o.seqlen_q && seqlen_k == o.seqlen_k && head_dim == o.head_dim &&
-             same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides);
+             same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides) &&
+             out == o.out && same(o_strides, o.o_strides);
     }
   };
   struct Entry {
@@ -127,6 +156,7 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       tma.q,
       tma.k,
       tma.v,
+      tma.o,
       make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch),
       make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch),
       make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch),
@@ -147,6 +177,7 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       Traits::kIsCausal ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
       p.softmax_scale,
       p.scale_log2,
+      tma.o_via_smem,
   };
 }
 
@@ -203,6 +234,12 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
     capacity = cluster_capacity[device].load(std::memory_order_relaxed);
   }
 
+  if constexpr (Traits::kOStoreBytes > 4) {
+    if (!fwd_o_tma_addressable(p)) {
+      return Status::Internal("flashcore::forward: out: the sm90 kernel stores 8- or 16-byte groups and needs O's "
+                              "rows 16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
+    }
+  }
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
   const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
@@ -227,7 +264,9 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).q_stages,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option

@@ -33,6 +33,18 @@ struct FwdTileSize {
   int cluster_m = 1;
   // One Q buffer only: prefetch the next tile's Q into L2 during this tile (Traits::kPrefetchNextQ).
   bool prefetch_next_q = false;
+  // O leaves through shared memory: each consumer warpgroup writes its 64 rows into its own rows of
+  // the tile's Q buffer (stmatrix), one thread issues TMA stores and the warpgroup goes back to the
+  // next tile's GEMMs while they drain (fwd_epilogue.h). Q's buffer is then released after the
+  // stores have read it instead of after the last QK^T. Calls whose O TMA cannot address (an
+  // unaligned O, variable-length batches) take the register direct-store path of the same kernel.
+  bool store_o_via_smem = false;
+  // Bytes a thread writes per store instruction on the direct path (fwd_epilogue.h): 4 (each its
+  // column pair), 8 (pairs swapped between neighbouring lanes: a quad writes a whole 32-byte
+  // sector of its row) or 16 (a 4 x 4 transpose across the quad). v11's timeline for 16: the
+  // epilogue per tile 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256), Q still released after the
+  // last QK^T. No tile uses more than 4 yet (not validated on a GPU: tuning log v11).
+  int o_store_bytes = 4;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
@@ -78,6 +90,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   without it the 132 CTAs, which reach their tile boundaries together, all read their 64 KB Q
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
+  //   O through Q's buffer and TMA stores (store_o_via_smem) measured +6-10 % at 2k-4k (v11), not
+  //   enabled until validated (the causal zig-zag kernel also spills 4 B with it).
   return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
 }
 
