@@ -39,7 +39,7 @@ namespace flashcore::cuda::sm80 {
 // kSChains: independent accumulators S = Q K^T is summed in over the head dim's k-steps (k-step ks
 // into chain ks % kSChains), added before the softmax (a tile's dependent MMA chain 8 -> 4 at d128).
 // kSchedule: which tiles a split reads (decode_schedule.h): kScheduleContiguous, or
-// kScheduleStrided (split s: tiles s, s + S, ...; run_decode's choice since v8), or kScheduleEarlyLoads (strided, and the first kStages - 1
+// kScheduleStrided (split s: tiles s, s + S, ...; run_decode's choice for contiguous caches since v8), or kScheduleEarlyLoads (strided, and the first kStages - 1
 // tiles' loads go out before cache_seqlens is read, where decode::early_loads_allowed says so).
 // kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
 // 32 merges 32 splits in one L2 round trip, with 128 registers for them.
