@@ -168,19 +168,34 @@ __device__ __forceinline__ void merge_split_rows(const DecodeParams& p, int b, i
   }
 }
 
-template <typename Element, int kRows, int kThreads, int kInFlight = 16>
+// The arrival count increments modulo num_splits (atom.inc wraps to 0 after num_splits - 1).
+// kLightCount (docs/kvcache.md, v8): the barrier first, then thread 0's count as one acq_rel atomic
+// at gpu scope, the pattern of cooperative groups' grid sync: the CTA's stores precede the barrier,
+// the barrier precedes the release, so the release publishes them all (PTX memory model:
+// causality order is transitive through bar.sync); in the last CTA the acquire precedes the
+// barrier, which precedes every thread's loads. Otherwise every thread fences before the barrier
+// and again after the count (v5-v7).
+__device__ __forceinline__ unsigned count_split_arrival(unsigned* counter, unsigned last, bool acq_rel) {
+  if (!acq_rel) return atomicInc(counter, last);
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(last) : "memory");
+  return old;
+}
+
+template <typename Element, int kRows, int kThreads, int kInFlight = 16, bool kLightCount = false>
 __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
                                                          int num_splits) {
   __shared__ bool is_last;
-  __threadfence();
+  if constexpr (!kLightCount) __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned* counter = p.split_counters + (static_cast<std::int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
-    is_last = atomicInc(counter, static_cast<unsigned>(num_splits - 1)) == static_cast<unsigned>(num_splits - 1);
+    const unsigned last = static_cast<unsigned>(num_splits - 1);
+    is_last = count_split_arrival(counter, last, kLightCount) == last;
   }
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
+  if constexpr (!kLightCount) __threadfence();
   merge_split_rows<Element, kRows, kThreads, kInFlight>(p, b, hk, row0, num_splits);
 }
 

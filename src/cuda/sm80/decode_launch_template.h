@@ -171,7 +171,9 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
 // Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS): FLASHCORE_DECODE_AB, read at every call
 // so one process can time them all, picks v7's experiments in place of the default kernel (bf16,
 // head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), "pdl_merge" (the
-// merge as a kernel behind a programmatic dependent launch), or a diagnostic with
+// merge as a kernel behind a programmatic dependent launch) (these five on v7's contiguous
+// schedule and fenced count); v8's "contiguous" (the contiguous schedule with the light count:
+// the paged default), "fence_all" (strided, v7's fenced count), "v7" (v7's defaults); or a diagnostic with
 // wrong results: "loads_only" (no math), "no_merge" (the splits' partials are not merged).
 // docs/kvcache.md, v7.
 template <typename Element, int kHeadDim>
@@ -202,6 +204,18 @@ bool run_decode_ab(const DecodeParams& params, cudaStream_t stream, Status* stat
       return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, false, true>{})
                    : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, false, true>{});
     }
+    // v8: the default's two changes one at a time and both undone ("v7": v7's default kernels).
+    if (ab == "contiguous") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, false, false, true>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, false, false, true>{});
+    }
+    if (ab == "fence_all") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleStrided>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleStrided>{});
+    }
+    if (ab == "v7") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true>{}) : run(DecodeMmaTraits<Element, kHeadDim, 3>{});
+    }
     if (ab == "loads_only") {
       return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, true>{})
                    : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, true>{});
@@ -220,17 +234,22 @@ Status run_decode(const DecodeParams& params, cudaStream_t stream) {
     if (Status status = Status::Ok(); run_decode_ab<Element, kHeadDim>(params, stream, &status)) return status;
 #endif
     // Contiguous caches never take the page-offset path: their kernels are built without it (v4
-    // measured code a contiguous cache never runs slowing it down).
+    // measured code a contiguous cache never runs slowing it down). Since v8 (docs/kvcache.md): the
+    // light arrival count everywhere; strided splits for contiguous caches (batch 1 -0.2 us, batch 8
+    // -1.4%) but not for the paged kernel (batch 1 +0.4 us, +0.2 in v7; plausibly because a
+    // strided split's tiles find their page ids on a block-table line each, a contiguous split's
+    // on one or two).
     const bool paged = params.block_table != nullptr;
+    constexpr bool kLightCount = true;
     if (decode_stages(paged) == 3) {
-      using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3>;
+      using Mma3 = DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleStrided, 16, false, false, kLightCount>;
       return launch_decode<Mma3>(params, stream, &decode_mma_kernel<Mma3>);
     }
     if (paged && page_ids_by_lane()) {
-      using Mma2Paged = DecodeMmaTraits<Element, kHeadDim, 2, true>;
+      using Mma2Paged = DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, false, false, kLightCount>;
       return launch_decode<Mma2Paged>(params, stream, &decode_mma_kernel<Mma2Paged>);
     }
-    using Mma = DecodeMmaTraits<Element, kHeadDim>;
+    using Mma = DecodeMmaTraits<Element, kHeadDim, 2, false, 1, kScheduleStrided, 16, false, false, kLightCount>;
     return launch_decode<Mma>(params, stream, &decode_mma_kernel<Mma>);
   }
   using Fma = DecodeTraits<Element, kHeadDim, 4>;

@@ -38,20 +38,23 @@ namespace flashcore::cuda::sm80 {
 // builds with FLASHCORE_DECODE_AB_VARIANTS time them against the default (decode_launch_template.h):
 // kSChains: independent accumulators S = Q K^T is summed in over the head dim's k-steps (k-step ks
 // into chain ks % kSChains), added before the softmax (a tile's dependent MMA chain 8 -> 4 at d128).
-// kSchedule: which tiles a split reads (decode_schedule.h): kScheduleContiguous (the default), or
-// kScheduleStrided (split s: tiles s, s + S, ...), or kScheduleEarlyLoads (strided, and the first kStages - 1
+// kSchedule: which tiles a split reads (decode_schedule.h): kScheduleContiguous, or
+// kScheduleStrided (split s: tiles s, s + S, ...; run_decode's choice for contiguous caches since v8), or kScheduleEarlyLoads (strided, and the first kStages - 1
 // tiles' loads go out before cache_seqlens is read, where decode::early_loads_allowed says so).
 // kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
 // 32 merges 32 splits in one L2 round trip, with 128 registers for them.
 // kLoadsOnly: a diagnostic, wrong results: the tiles are loaded and waited for, no math.
 // kPdlMerge: the kernel stores its partials only and lets a dependent
 // merge kernel launch early (decode_combine.h, decode_merge_kernel).
+// kLightCount: the split CTAs' arrival count orders their partial stores with one acq_rel atomic
+// by thread 0 after the CTA barrier, not a __threadfence by every thread before it and another
+// after it (decode_combine.h, merge_splits_in_last_cta; docs/kvcache.md, v8).
 inline constexpr int kScheduleContiguous = 0;
 inline constexpr int kScheduleStrided = 1;
 inline constexpr int kScheduleEarlyLoads = 2;
 template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 1,
           int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false,
-          bool kPdlMerge_ = false>
+          bool kPdlMerge_ = false, bool kLightCount_ = false>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -63,6 +66,7 @@ struct DecodeMmaTraits {
   static constexpr int kMergeInFlight = kMergeInFlight_;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
   static constexpr bool kPdlMerge = kPdlMerge_;
+  static constexpr bool kLightCount = kLightCount_;
   static constexpr int kRows = 16;  // the MMA's M
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -377,7 +381,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
     }
   }
   __syncthreads();
-  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads, Traits::kMergeInFlight>(
+  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads, Traits::kMergeInFlight, Traits::kLightCount>(
       p, merge_o, merge_ml, b, hk, row0, split, num_splits);
 }
 

@@ -52,7 +52,8 @@ struct DecodeWork {
 // Contiguous (kStrided false): split s reads the s-th of num_splits equal runs of tiles. Strided:
 // split s reads tiles first + s, first + s + num_splits, ... — the same number of tiles, but the
 // first one does not depend on the sequence's length, so a CTA can issue its first loads before
-// cache_seqlens arrives (decode_mma_kernel.h, kEarlyLoads; docs/kvcache.md, v7).
+// cache_seqlens arrives (decode_mma_kernel.h, kEarlyLoads; docs/kvcache.md, v7). Strided is the
+// tensor-core kernel's schedule for contiguous caches since v8 (measured faster there; not paged).
 template <int kBlockN, bool kStrided = false>
 __device__ __forceinline__ DecodeWork schedule(const DecodeParams& p, int b, int split, int num_splits) {
   DecodeWork w;
