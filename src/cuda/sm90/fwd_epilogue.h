@@ -11,6 +11,7 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/sm90/fragment.h"
+#include "cuda/sm90/fwd_sequence.h"
 #include "cuda/sm90/tile_scheduler.h"
 
 namespace flashcore::cuda::sm90 {
@@ -38,14 +39,17 @@ struct FwdEpilogue {
     Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
 
+    // Varlen: the sequence's rows of the packed out and LSE (batch strides 0), bounded by its own
+    // seqlen_q: the tile's rows past it belong to the next sequence.
+    const FwdSequence<Traits> seq(params, tile.batch);
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    // Rows in the tensor's frame: the tile grid starts row_offset rows above it (causal).
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
+                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
+    // Rows in the sequence's frame: the tile grid starts row_offset rows above it (causal).
+    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      if (row < 0 || row >= params.seqlen_q) continue;
+      if (row < 0 || row >= seq.seqlen_q) continue;
       Element* out_row = out + row * params.o_row_stride;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(rO_rc); c += 2) {
@@ -59,11 +63,12 @@ struct FwdEpilogue {
     }
 
     if (params.lse != nullptr && get<1>(tOcO_rc(0, 0)) == 0) {
-      float* lse_out = params.lse + tile.batch * params.lse_batch_stride + tile.head * params.lse_head_stride;
+      float* lse_out =
+          params.lse + tile.batch * params.lse_batch_stride + tile.head * params.lse_head_stride + seq.row_q;
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
         const int row = row0 + get<0>(tOcO_rc(r, 0));
-        if (row >= 0 && row < params.seqlen_q) lse_out[row] = lse[r];
+        if (row >= 0 && row < seq.seqlen_q) lse_out[row] = lse[r];
       }
     }
   }

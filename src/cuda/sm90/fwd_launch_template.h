@@ -38,16 +38,27 @@ struct FwdTmaDescriptors {
   typename Traits::TmaV v;
 };
 
+// The (rows, batches) of the tensors as TMA reads them: dense (seqlen, batch); varlen one batch
+// of the packed total rows (fwd_sequence.h places each sequence in it).
+struct FwdTmaExtent {
+  int rows_q, rows_k, batches;
+  static FwdTmaExtent of(const FwdParams& p) {
+    return p.cu_seqlens_q != nullptr ? FwdTmaExtent{p.total_q, p.total_k, 1}
+                                     : FwdTmaExtent{p.seqlen_q, p.seqlen_k, p.batch};
+  }
+};
+
 template <class Traits>
 FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   // The descriptors carry the real head_dim: TMA zero-fills columns past it, as it does rows
-  // past seqlen.
-  auto shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
-  auto shape_k = make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch);
-  auto shape_vt = make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch);
+  // past seqlen (varlen: past the packed tensors' last row).
+  const FwdTmaExtent e = FwdTmaExtent::of(p);
+  auto shape_q = make_shape(e.rows_q, p.head_dim, p.heads_q, e.batches);
+  auto shape_k = make_shape(e.rows_k, p.head_dim, p.heads_kv, e.batches);
+  auto shape_vt = make_shape(p.head_dim, e.rows_k, p.heads_kv, e.batches);
   Tensor mQ = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.q)), shape_q,
                           make_stride(p.q_strides.row, _1{}, p.q_strides.head, p.q_strides.batch));
   Tensor mK = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.k)), shape_k,
@@ -92,12 +103,13 @@ class FwdTmaDescriptorCache {
     const void* q;
     const void* k;
     const void* v;
-    int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;  // the TMA extents (FwdTmaExtent)
     TensorStrides q_strides, k_strides, v_strides;
 
     static Key of(const FwdParams& p) {
-      return {p.q,        p.k,        p.v,        p.device.ordinal, p.batch,     p.heads_q,   p.heads_kv,
-              p.seqlen_q, p.seqlen_k, p.head_dim, p.q_strides,      p.k_strides, p.v_strides};
+      const FwdTmaExtent e = FwdTmaExtent::of(p);
+      return {p.q,       p.k,       p.v,        p.device.ordinal, e.batches,   p.heads_q,   p.heads_kv,
+              e.rows_q,  e.rows_k,  p.head_dim, p.q_strides,      p.k_strides, p.v_strides};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
@@ -123,13 +135,15 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
   using namespace cute;
   constexpr int kBlockM = Traits::kBlockM;
   FwdTmaDescriptors<Traits> const& tma = FwdTmaDescriptorCache<Traits>::get(p);
+  const FwdTmaExtent e = FwdTmaExtent::of(p);
+  const bool varlen = p.cu_seqlens_q != nullptr;
   return {
       tma.q,
       tma.k,
       tma.v,
-      make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch),
-      make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch),
-      make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch),
+      make_shape(e.rows_q, p.head_dim, p.heads_q, e.batches),
+      make_shape(e.rows_k, p.head_dim, p.heads_kv, e.batches),
+      make_shape(p.head_dim, e.rows_k, p.heads_kv, e.batches),
       p.out,
       p.o_strides.batch,
       p.o_strides.row,
@@ -144,9 +158,13 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.batch,
       p.group_size,
       (p.seqlen_q + kBlockM - 1) / kBlockM,
-      Traits::kIsCausal ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
+      Traits::kIsCausal && !varlen ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
       p.softmax_scale,
       p.scale_log2,
+      varlen ? p.cu_seqlens_q : nullptr,
+      varlen ? p.cu_seqlens_k : nullptr,
+      p.total_q,
+      p.total_k,
   };
 }
 
@@ -204,7 +222,15 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   }
 
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
-  const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
+  Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
+  if (p.cu_seqlens_q != nullptr) {
+    if constexpr (Scheduler::kServesVarlen) {
+      scheduler.varlen = FwdVarlenSlots{p.cu_seqlens_q, p.batch, Traits::kBlockM, p.seqlen_q, p.total_q,
+                                        p.total_q / Traits::kBlockM + p.batch};
+    } else {
+      return Status::Internal("flashcore::forward: an sm90 forward scheduler without varlen got a varlen call");
+    }
+  }
   const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
   const auto option_args = FwdOptionArgs<kVariant>::of(p);
   if constexpr (kClusterM > 1) {
@@ -257,7 +283,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      if (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
+      // Varlen: one tile per CTA, the sequences' m_blocks longest first (tile_scheduler.h).
+      const bool varlen = params.cu_seqlens_q != nullptr;
+      if (!varlen && (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0))) {
         return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
       }
     }

@@ -22,6 +22,9 @@
 // kClusterM * i + r, so the CTAs of a cluster share every K/V tile; persistent, static stride over
 // items. With num_m_blocks not a multiple of kClusterM the last group of a head has a CTA past
 // seqlen_q: it still loads and consumes its share (zero-filled Q), and its epilogue writes nothing.
+//
+// Varlen (FwdTileScheduler only; FwdVarlenSlots): the tiles are the sequences' own m_blocks, not
+// max_seqlen_q's grid of every sequence, so a persistent CTA's static stride walks real work.
 #pragma once
 
 namespace flashcore::cuda::sm90 {
@@ -32,23 +35,85 @@ struct FwdTile {
   int batch;
 };
 
+// The m_blocks of a varlen call, per head, as a row of "slots": sequence b takes slots
+// [slot0(b), slot0(b + 1)) with slot0(b) = cu_seqlens_q[b] / block_m + b, which is ceil(len_b /
+// block_m) slots or one more, so a tile's sequence is a binary search over cu_seqlens_q (no prefix
+// sum over the batch, no workspace) and at most one slot per sequence and head is empty (skipped).
+// Slots per head: total_q / block_m + batch. Lengths and offsets clamped as fwd_sequence.h does.
+struct FwdVarlenSlots {
+  const int* cu_seqlens_q = nullptr;  // null: a dense call
+  int batch = 0;
+  int block_m = 0;
+  int max_seqlen_q = 0;
+  int total_q = 0;
+  int slots = 0;  // per head
+
+  __host__ __device__ bool on() const { return cu_seqlens_q != nullptr; }
+  __device__ int row(int b) const { return min(max(cu_seqlens_q[b], 0), total_q); }
+  __device__ int slot0(int b) const { return row(b) / block_m + b; }
+  __device__ int m_blocks(int b) const {
+    const int len = max(min(row(b + 1) - row(b), max_seqlen_q), 0);
+    return (len + block_m - 1) / block_m;
+  }
+  // The sequence holding `slot`: the last b with slot0(b) <= slot.
+  __device__ int sequence_of(int slot) const {
+    int lo = 0, hi = batch - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (slot0(mid) <= slot) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+  // Tile = head * slots + slot; m_block -1: an empty slot. reversed: the sequence's m_blocks from
+  // its last (causal: longest first within the sequence).
+  __device__ FwdTile decode(int tile, bool reversed) const {
+    const int slot = tile % slots;
+    const int head = tile / slots;
+    const int b = sequence_of(slot);
+    const int local = slot - slot0(b);
+    const int m_blocks_b = m_blocks(b);
+    if (local < 0 || local >= m_blocks_b) return {-1, head, b};
+    return {reversed ? m_blocks_b - 1 - local : local, head, b};
+  }
+};
+
 template <bool kPersistent, bool kCausalOrder>
 struct FwdTileScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  FwdVarlenSlots varlen = {};
+  static constexpr bool kServesVarlen = true;
 
-  __host__ __device__ int num_tiles() const { return num_m_blocks * heads * batch; }
+  __host__ __device__ int num_tiles() const {
+    return varlen.on() ? varlen.slots * heads : num_m_blocks * heads * batch;
+  }
 
   __host__ static int grid_size(int num_tiles, int sm_count) {
     return kPersistent ? (num_tiles < sm_count ? num_tiles : sm_count) : num_tiles;
   }
 
-  __device__ int first_tile() const { return int(blockIdx.x); }
-  __device__ int next_tile(int tile) const { return kPersistent ? tile + int(gridDim.x) : num_tiles(); }
+  __device__ int first_tile() const { return skip_empty(int(blockIdx.x)); }
+  __device__ int next_tile(int tile) const { return kPersistent ? skip_empty(tile + int(gridDim.x)) : num_tiles(); }
   __device__ bool valid(int tile) const { return tile < num_tiles(); }
 
+  // Varlen: past the empty slots this CTA would take (a CTA of the one-tile grid whose slot is
+  // empty gets no tile).
+  __device__ int skip_empty(int tile) const {
+    if (varlen.on()) {
+      while (valid(tile) && varlen.decode(tile, kCausalOrder).m_block < 0) {
+        tile = kPersistent ? tile + int(gridDim.x) : num_tiles();
+      }
+    }
+    return tile;
+  }
+
   __device__ FwdTile decode(int tile) const {
+    if (varlen.on()) return varlen.decode(tile, kCausalOrder);
     int m, head_batch;
     if constexpr (kCausalOrder && kPersistent) {
       head_batch = tile % (heads * batch);
@@ -66,6 +131,7 @@ struct FwdZigZagScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  static constexpr bool kServesVarlen = false;  // pairs of one grid's m_blocks; varlen runs FwdTileScheduler
 
   __host__ __device__ int pairs_per_head() const { return num_m_blocks / 2; }
   __host__ __device__ int num_pair_items() const { return pairs_per_head() * heads * batch; }
@@ -106,6 +172,7 @@ struct FwdClusterScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  static constexpr bool kServesVarlen = false;  // a cluster's CTAs walk one key range
 
   __host__ __device__ int m_groups() const { return (num_m_blocks + kClusterM - 1) / kClusterM; }
   __host__ __device__ int num_tiles() const { return m_groups() * heads * batch; }  // work items
