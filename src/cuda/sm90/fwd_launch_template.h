@@ -225,8 +225,13 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   if (p.cu_seqlens_q != nullptr) {
     if constexpr (Scheduler::kServesVarlen) {
-      scheduler.varlen = FwdVarlenSlots{p.cu_seqlens_q, p.batch, Traits::kBlockM, p.seqlen_q, p.total_q,
-                                        p.total_q / Traits::kBlockM + p.batch};
+      scheduler.varlen = FwdVarlenSlots{p.cu_seqlens_q,
+                                        p.batch,
+                                        p.seqlen_q,
+                                        p.total_q,
+                                        p.total_q / Traits::kBlockM + p.batch,
+                                        cutlass::FastDivmod(Traits::kBlockM),
+                                        cutlass::FastDivmod(p.heads_q)};
     } else {
       return Status::Internal("flashcore::forward: an sm90 forward scheduler without varlen got a varlen call");
     }

@@ -27,6 +27,8 @@
 // max_seqlen_q's grid of every sequence, so a persistent CTA's static stride walks real work.
 #pragma once
 
+#include <cutlass/fast_math.h>
+
 namespace flashcore::cuda::sm90 {
 
 struct FwdTile {
@@ -35,25 +37,34 @@ struct FwdTile {
   int batch;
 };
 
-// The m_blocks of a varlen call, per head, as a row of "slots": sequence b takes slots
-// [slot0(b), slot0(b + 1)) with slot0(b) = cu_seqlens_q[b] / block_m + b, which is ceil(len_b /
-// block_m) slots or one more, so a tile's sequence is a binary search over cu_seqlens_q (no prefix
-// sum over the batch, no workspace) and at most one slot per sequence and head is empty (skipped).
-// Slots per head: total_q / block_m + batch. Lengths and offsets clamped as fwd_sequence.h does.
+// The m_blocks of a varlen call as "slots": sequence b takes slots [slot0(b), slot0(b + 1)) with
+// slot0(b) = cu_seqlens_q[b] / block_m + b, which is ceil(len_b / block_m) slots or one more, so a
+// tile's sequence is a binary search over cu_seqlens_q (no prefix sum over the batch, no
+// workspace) and at most one slot per sequence is empty (skipped). Tile = slot * heads + head:
+// the heads of an m_block run together. Slots: total_q / block_m + batch. Lengths and offsets
+// clamped as fwd_sequence.h does. The divisions are FastDivmods built on the host: a division by a
+// runtime value has its reciprocal hoisted out of the persistent loop by the compiler, and the
+// registers that holds spilled the 128 x 176 d128 tile.
 struct FwdVarlenSlots {
   const int* cu_seqlens_q = nullptr;  // null: a dense call
   int batch = 0;
-  int block_m = 0;
   int max_seqlen_q = 0;
   int total_q = 0;
-  int slots = 0;  // per head
+  int slots = 0;
+  cutlass::FastDivmod block_m = {};
+  cutlass::FastDivmod heads = {};
 
   __host__ __device__ bool on() const { return cu_seqlens_q != nullptr; }
   __device__ int row(int b) const { return min(max(cu_seqlens_q[b], 0), total_q); }
-  __device__ int slot0(int b) const { return row(b) / block_m + b; }
+  __device__ int div_block_m(int rows) const {
+    int q, r;
+    block_m(q, r, rows);
+    return q;
+  }
+  __device__ int slot0(int b) const { return div_block_m(row(b)) + b; }
   __device__ int m_blocks(int b) const {
     const int len = max(min(row(b + 1) - row(b), max_seqlen_q), 0);
-    return (len + block_m - 1) / block_m;
+    return div_block_m(len + block_m.divisor - 1);
   }
   // The sequence holding `slot`: the last b with slot0(b) <= slot.
   __device__ int sequence_of(int slot) const {
@@ -68,11 +79,11 @@ struct FwdVarlenSlots {
     }
     return lo;
   }
-  // Tile = head * slots + slot; m_block -1: an empty slot. reversed: the sequence's m_blocks from
-  // its last (causal: longest first within the sequence).
+  // m_block -1: an empty slot. reversed: the sequence's m_blocks from its last (causal: longest
+  // first within the sequence).
   __device__ FwdTile decode(int tile, bool reversed) const {
-    const int slot = tile % slots;
-    const int head = tile / slots;
+    int slot, head;
+    heads(slot, head, tile);
     const int b = sequence_of(slot);
     const int local = slot - slot0(b);
     const int m_blocks_b = m_blocks(b);
