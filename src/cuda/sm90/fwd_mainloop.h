@@ -306,8 +306,8 @@ struct FwdMainloop {
       pipeline_v.consumer_release(v_state);
       v_state.advance();
     }
-    // The mask again from the sequence's lengths, read afresh (fwd_sequence.h): holding the first
-    // reading's registers through the unmasked loop spilled in the 128 x 176 tile.
+    // The mask again from the sequence's lengths, read afresh (fwd_sequence.h), so the first
+    // reading's registers are free through the unmasked loop.
     Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
     const AttentionMask final_mask = Score::mask_of(FwdSequence<Traits>(params, tile.batch), args);
     softmax.finalize(tOrO, score.unit, lse,

@@ -11,8 +11,8 @@
 //
 // Each construction reads the offsets anew (volatile loads, which the compiler may not merge): the
 // mainloop builds one for the masked key blocks and another after the loop, and the epilogue its
-// own, so no sequence length stays in a register through the unmasked loop (the 128 x 176 d128
-// tile has none to spare: holding them spilled 8-12 B). Dense calls read kernel parameters, as before.
+// own, so no sequence length need stay in a register through the unmasked loop (the 128 x 176 d128
+// tile has none to spare). Dense calls read kernel parameters, as before.
 #pragma once
 
 namespace flashcore::cuda::sm90 {
