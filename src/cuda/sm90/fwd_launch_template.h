@@ -225,18 +225,14 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
   if (p.cu_seqlens_q != nullptr) {
     if constexpr (Scheduler::kServesVarlen) {
-      scheduler.varlen = FwdVarlenSlots{p.cu_seqlens_q,
-                                        p.batch,
-                                        p.seqlen_q,
-                                        p.total_q,
-                                        p.total_q / Traits::kBlockM + p.batch,
-                                        cutlass::FastDivmod(Traits::kBlockM),
-                                        cutlass::FastDivmod(p.heads_q)};
+      scheduler.varlen = FwdVarlenSlots::make(p.cu_seqlens_q, p.batch, p.seqlen_q, p.total_q, p.heads_q,
+                                              Traits::kBlockM, Scheduler::kSlotMBlocks * Traits::kBlockM);
     } else {
       return Status::Internal("flashcore::forward: an sm90 forward scheduler without varlen got a varlen call");
     }
   }
-  const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  if constexpr (Scheduler::kServesVarlen) grid = scheduler.grid(capacity);
   const auto option_args = FwdOptionArgs<kVariant>::of(p);
   if constexpr (kClusterM > 1) {
     cudaLaunchAttribute cluster = cluster_dimension(kClusterM, 1);
@@ -288,9 +284,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      // Varlen: one tile per CTA, the sequences' m_blocks longest first (tile_scheduler.h).
+      // Varlen: one zig-zag pair of a sequence's m_blocks per CTA at any length (tile_scheduler.h).
       const bool varlen = params.cu_seqlens_q != nullptr;
-      if (!varlen && (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0))) {
+      if (varlen || num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
         return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
       }
     }
