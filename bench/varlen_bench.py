@@ -2,7 +2,9 @@
 """Varlen against padded dense on a GPU, forward and backward (issue 16's bar: varlen with lengths
 drawn from 128..4096 at >= 0.95x the dense kernel's TFLOP/s, each counted over its own real work).
 
-    FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py [out.json]
+    FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py [out.json] [LENGTHS]
+
+LENGTHS (optional): "NxC" for C sequences of N tokens each, or a comma list of lengths.
 
 Lengths are drawn uniformly from [128, 4096] (seeded) until about 32k tokens; the dense twin is
 the same batch padded to the longest sequence. FLOPs: 4 * d * heads * sum(len_q * len_k) (halved,
@@ -43,6 +45,9 @@ def pairs(lens, causal):
 def main():
     rng = random.Random(16)
     lens = []
+    if len(sys.argv) > 2:
+        spec = sys.argv[2]
+        lens = [int(spec.split("x")[0])] * int(spec.split("x")[1]) if "x" in spec else [int(n) for n in spec.split(",")]
     while sum(lens) < 32768:
         lens.append(rng.randint(128, 4096))
     heads, d, dtype = 16, 128, torch.bfloat16
@@ -86,7 +91,7 @@ def main():
             json_rows.append({"impl": "flashcore_dense_padded", "kernels": families[name][1], **common,
                               "batch": batch, "seqlen_q": longest, "seqlen_k": longest, "ms": ms_d, "tflops": tf_d,
                               "reason": "the varlen batch padded to its longest sequence"})
-    if len(sys.argv) > 1:
+    if len(sys.argv) > 1 and sys.argv[1] != "-":
         context = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bench": "bench/varlen_bench.py",
                    "flops": "over each call's own real work (varlen: the sequences' tokens; dense: the padded batch)"}
         with open(sys.argv[1], "w") as f:
