@@ -14,6 +14,7 @@ kernels=auto picked, "reason" the ratio and the lengths).
 """
 import itertools
 import json
+import os
 import random
 import statistics
 import sys
@@ -59,6 +60,9 @@ def main():
     hopper = torch.cuda.get_device_capability() == (9, 0) and "sm90" in flashcore.kernel_families
     fam = "sm90" if hopper else "sm80"
     families = {"fwd": (fam, fam), "bwd": ("sm80", fam)}
+    forced = os.environ.get("FLASHCORE_KERNELS", "auto")
+    if forced != "auto":  # the environment forces one family for every call
+        families = {"fwd": (forced, forced), "bwd": (forced, forced)}
     print(f"varlen_bench: {batch} sequences, {total} tokens, lengths {min(lens)}..{longest}, d{d} bf16, {heads} heads")
     print(f"{'causal':>6} {'pass':>4} {'varlen ms':>10} {'varlen TF':>10} {'dense ms':>9} {'dense TF':>9} {'ratio':>6}")
     json_rows = []
