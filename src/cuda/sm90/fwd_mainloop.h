@@ -306,12 +306,9 @@ struct FwdMainloop {
       pipeline_v.consumer_release(v_state);
       v_state.advance();
     }
-    // The mask again from the sequence's lengths, read afresh (fwd_sequence.h), so the first
-    // reading's registers are free through the unmasked loop.
     Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
-    const AttentionMask final_mask = Score::mask_of(FwdSequence<Traits>(params, tile.batch), args);
     softmax.finalize(tOrO, score.unit, lse,
-                     [&](int r) { return final_mask.row_sees_a_key(row0 + get<0>(tScS_rc(r, 0))); });
+                     [&](int r) { return mask.row_sees_a_key(row0 + get<0>(tScS_rc(r, 0))); });
   }
 };
 

@@ -10,9 +10,9 @@
 // GPU are not validated (attention.h), and a bad one must not make a store leave the tensor.
 //
 // Each construction reads the offsets anew (volatile loads, which the compiler may not merge): the
-// mainloop builds one for the masked key blocks and another after the loop, and the epilogue its
-// own, so no sequence length need stay in a register through the unmasked loop (the 128 x 176 d128
-// tile has none to spare). Dense calls read kernel parameters, as before.
+// producer, the consumers' mainloop and the epilogue each build their own, so the epilogue's row
+// offsets are not held in registers through the mainloop (the d128 128 x 176 and d256 tiles have
+// none to spare: ptxas, 0 spills). Dense calls read kernel parameters, as before.
 #pragma once
 
 namespace flashcore::cuda::sm90 {
