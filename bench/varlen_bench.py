@@ -2,17 +2,26 @@
 """Varlen against padded dense on a GPU, forward and backward (issue 16's bar: varlen with lengths
 drawn from 128..4096 at >= 0.95x the dense kernel's TFLOP/s, each counted over its own real work).
 
-    FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py
+    FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py [out.json] [LENGTHS]
+
+LENGTHS (optional): "NxC" for C sequences of N tokens each, or a comma list of lengths.
 
 Lengths are drawn uniformly from [128, 4096] (seeded) until about 32k tokens; the dense twin is
 the same batch padded to the longest sequence. FLOPs: 4 * d * heads * sum(len_q * len_k) (halved,
 minus the diagonal, when causal), forward; the backward 2.5x that. CUDA-event medians of 10 runs.
+With a path, the rows also go there as JSON (bench/results' layout; "kernels" is the family
+kernels=auto picked, "reason" the ratio and the lengths).
 """
+import itertools
+import json
+import os
 import random
 import statistics
+import sys
 
 import torch
 
+import flashcore
 from flashcore import flash_attn_func, flash_attn_varlen_func
 
 
@@ -37,13 +46,26 @@ def pairs(lens, causal):
 def main():
     rng = random.Random(16)
     lens = []
+    if len(sys.argv) > 2:
+        spec = sys.argv[2]
+        lens = [int(spec.split("x")[0])] * int(spec.split("x")[1]) if "x" in spec else [int(n) for n in spec.split(",")]
     while sum(lens) < 32768:
         lens.append(rng.randint(128, 4096))
     heads, d, dtype = 16, 128, torch.bfloat16
     total, longest, batch = sum(lens), max(lens), len(lens)
-    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)), dtype=torch.int32, device="cuda")
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
+    # What kernels=auto runs (dispatch.cu's table): on compute capability 9.0 with the sm90 family
+    # built, the sm90 forward for both and the sm90 backward for the dense twin only (its backward
+    # declares no varlen).
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "sm90" in flashcore.kernel_families
+    fam = "sm90" if hopper else "sm80"
+    families = {"fwd": (fam, fam), "bwd": ("sm80", fam)}
+    forced = os.environ.get("FLASHCORE_KERNELS", "auto")
+    if forced != "auto":  # the environment forces one family for every call
+        families = {"fwd": (forced, forced), "bwd": (forced, forced)}
     print(f"varlen_bench: {batch} sequences, {total} tokens, lengths {min(lens)}..{longest}, d{d} bf16, {heads} heads")
     print(f"{'causal':>6} {'pass':>4} {'varlen ms':>10} {'varlen TF':>10} {'dense ms':>9} {'dense TF':>9} {'ratio':>6}")
+    json_rows = []
     for causal in (False, True):
         q, k, v = (torch.randn(total, heads, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
         qd, kd, vd = (torch.randn(batch, longest, heads, d, device="cuda", dtype=dtype, requires_grad=True)
@@ -65,6 +87,19 @@ def main():
             tf_d = factor * flops_d / ms_d / 1e9
             print(f"{'yes' if causal else 'no':>6} {name:>4} {ms_v:10.3f} {tf_v:10.1f} {ms_d:9.3f} {tf_d:9.1f} "
                   f"{tf_v / tf_d:6.3f}")
+            common = {"pass": name, "dtype": "bf16", "head_dim": d, "causal": causal, "heads": heads,
+                      "heads_kv": heads}
+            json_rows.append({"impl": "flashcore_varlen", "kernels": families[name][0], **common, "batch": batch,
+                              "seqlen_q": longest, "seqlen_k": longest, "ms": ms_v, "tflops": tf_v,
+                              "reason": f"ratio {tf_v / tf_d:.3f} vs padded dense; {total} tokens, lengths {lens}"})
+            json_rows.append({"impl": "flashcore_dense_padded", "kernels": families[name][1], **common,
+                              "batch": batch, "seqlen_q": longest, "seqlen_k": longest, "ms": ms_d, "tflops": tf_d,
+                              "reason": "the varlen batch padded to its longest sequence"})
+    if len(sys.argv) > 1 and sys.argv[1] != "-":
+        context = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bench": "bench/varlen_bench.py",
+                   "flops": "over each call's own real work (varlen: the sequences' tokens; dense: the padded batch)"}
+        with open(sys.argv[1], "w") as f:
+            json.dump({"context": context, "rows": json_rows}, f, indent=1)
 
 
 if __name__ == "__main__":

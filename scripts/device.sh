@@ -25,6 +25,10 @@
 #   bench      scripts/bench.sh (full sweep);  bench-quick: its --quick smoke run; profile: Nsight
 #              Compute on flashcore's kernels. COMMIT=<sha> names the commit (it wins over a .git, which a copied tree may carry stale).
 #   FILTER=... narrows the GPU tests of `test` (a gtest filter); PRESET=default builds sm_80 too.
+#   BUILD_DIR=... runs binaries built elsewhere (e.g. on a CPU machine and carried: tests/gpu/
+#   flashcore_gpu_tests, tools/flashcore, src/c_api/libflashcore_c.so under it; skip `build`).
+#   SANITIZE_FILTER / SANITIZE_TOOLS / SANITIZE_FAMILIES narrow `sanitize` (one gtest filter for
+#   every family; default all four tools, both families).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -34,9 +38,11 @@ preset="${PRESET:-sm90-sm90a}"
 configure_args=()
 [ -f .carry/cutlass_include/cute/tensor.hpp ] && configure_args+=("-DCUTLASS_DIR=$root/.carry/cutlass_include")
 [ -f .carry/googletest/CMakeLists.txt ] && configure_args+=("-DFLASHCORE_GTEST_SOURCE_DIR=$root/.carry/googletest")
-gpu_tests="build/$preset/tests/gpu/flashcore_gpu_tests"
-export FLASHCORE_LIBRARY="$root/build/$preset/src/c_api/libflashcore_c.so"
-cli="build/$preset/tools/flashcore"
+build_dir="${BUILD_DIR:-build/$preset}"
+gpu_tests="$build_dir/tests/gpu/flashcore_gpu_tests"
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
+export FLASHCORE_LIBRARY="$build_dir/src/c_api/libflashcore_c.so"
+cli="$build_dir/tools/flashcore"
 status=0
 
 [ $# -eq 0 ] && set -- build test
@@ -70,10 +76,11 @@ for step in "$@"; do
       fi
       ;;
     sanitize)
-      for family in sm80 sm90; do
+      for family in ${SANITIZE_FAMILIES:-sm80 sm90}; do
         filter='*Sanitize*'
         [ "$family" = sm90 ] && filter='*CudaForwardSanitize*:*CudaBackwardSanitize*'
-        for tool in memcheck racecheck synccheck initcheck; do
+        filter="${SANITIZE_FILTER:-$filter}"
+        for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
           FLASHCORE_KERNELS=$family compute-sanitizer --tool "$tool" --error-exitcode 3 "$gpu_tests" \
             --gtest_filter="$filter" >"$out/sanitize_${family}_$tool.log" 2>&1
           rc=$?

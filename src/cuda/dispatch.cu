@@ -219,6 +219,8 @@ ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo
   pp.alibi_batch_stride = p.alibi_batch_stride;
   pp.cu_seqlens_q = p.cu_seqlens_q;
   pp.cu_seqlens_k = p.cu_seqlens_k;
+  pp.total_q = p.varlen() ? static_cast<int>(p.total_q) : 0;
+  pp.total_k = p.varlen() ? static_cast<int>(p.total_k) : 0;
   pp.has_dropout = p.has_dropout();
   pp.dropout_keep_max = dropout_keep_max(p.dropout_p);
   pp.dropout_scale = 1.0f / (1.0f - p.dropout_p);

@@ -68,6 +68,8 @@ struct ProblemParams {
   // seqlen_q / seqlen_k above are then the max_seqlen bounds. Null: the dense layout.
   const int* cu_seqlens_q = nullptr;
   const int* cu_seqlens_k = nullptr;
+  int total_q = 0;  // rows of the packed q / out (cu_seqlens_q[batch]); 0 dense
+  int total_k = 0;  // rows of the packed k / v
   // Dropout (attention.h; common/dropout.h): a runtime branch per tile of the kScoreMod kernels.
   // A probability is kept when its random byte is at most dropout_keep_max; kept ones are scaled by
   // dropout_scale = 1 / (1 - dropout_p).

@@ -1,14 +1,18 @@
-// Variable-length batches on the GPU (every kernel family kernels=auto picks: sm90 falls back to
-// sm80 for them): the cases of tests/common/varlen_tensors.cpp, forward and backward against the
-// float64 reference run sequence by sequence, fp16 and bf16, with the offsets in device memory.
+// Variable-length batches on the GPU: the cases of tests/common/varlen_tensors.cpp, forward and
+// backward against the float64 reference run sequence by sequence, fp16 and bf16, with the offsets
+// in device memory. kernels=auto (on an H100: the sm90 forward, then the sm80 backward, which reads
+// the sm90 forward's LSE; dropout runs on sm80), then the forward alone on each family this build
+// holds that serves the case (the sm90 forward: every case but dropout).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "common/varlen_tensors.h"
+#include "cuda/dispatch.h"
 #include "device_tensors.h"
 
 namespace flashcore {
@@ -31,32 +35,84 @@ struct DeviceCopy {
 
 class CudaVarlen : public ::testing::TestWithParam<VarlenParam> {};
 
-TEST_P(CudaVarlen, ForwardAndBackwardMatchThePerSequenceReference) {
-  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  VarlenTensors t(std::get<0>(GetParam()), std::get<1>(GetParam()));
-  DeviceMirror q(t.q), k(t.k), v(t.v), dout(t.dout), out(t.out), lse(t.lse), dq(t.dq), dk(t.dk), dv(t.dv);
-  for (auto [mirror, host] : {std::pair{&q, &t.q}, {&k, &t.k}, {&v, &t.v}, {&dout, &t.dout}}) mirror->upload(*host);
-  for (DeviceMirror* m : {&out, &lse, &dq, &dk, &dv}) m->poison();
-  DeviceCopy cu_q(t.cu_q.data(), t.cu_q.size() * sizeof(std::int32_t));
-  DeviceCopy cu_k(t.cu_k.data(), t.cu_k.size() * sizeof(std::int32_t));
-  DeviceCopy slopes(t.slopes.data(), t.slopes.size() * sizeof(float));
-  auto on_device = [&](auto params) {
+// The case's tensors mirrored on the device (outputs poisoned) with device offsets and slopes.
+struct DeviceVarlen {
+  VarlenTensors& t;
+  DeviceMirror q, k, v, dout, out, lse, dq, dk, dv;
+  DeviceCopy cu_q, cu_k, slopes;
+  explicit DeviceVarlen(VarlenTensors& t_)
+      : t(t_), q(t.q), k(t.k), v(t.v), dout(t.dout), out(t.out), lse(t.lse), dq(t.dq), dk(t.dk), dv(t.dv),
+        cu_q(t.cu_q.data(), t.cu_q.size() * sizeof(std::int32_t)),
+        cu_k(t.cu_k.data(), t.cu_k.size() * sizeof(std::int32_t)),
+        slopes(t.slopes.data(), t.slopes.size() * sizeof(float)) {
+    for (auto [mirror, host] : {std::pair{&q, &t.q}, {&k, &t.k}, {&v, &t.v}, {&dout, &t.dout}}) mirror->upload(*host);
+    for (DeviceMirror* m : {&out, &lse, &dq, &dk, &dv}) m->poison();
+  }
+  template <class Params>
+  Params on_device(Params params) {
     params.q = q.view(), params.k = k.view(), params.v = v.view(), params.out = out.view(), params.lse = lse.view();
     params.cu_seqlens_q.data = cu_q.data, params.cu_seqlens_q.device = Device::kCUDA;
     params.cu_seqlens_k.data = cu_k.data, params.cu_seqlens_k.device = Device::kCUDA;
     if (params.alibi_slopes.present()) params.alibi_slopes.data = slopes.data, params.alibi_slopes.device = Device::kCUDA;
     return params;
-  };
-  Status status = forward(on_device(t.forward_params(Backend::kCuda)));
+  }
+};
+
+TEST_P(CudaVarlen, ForwardAndBackwardMatchThePerSequenceReference) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  VarlenTensors t(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  DeviceVarlen dev(t);
+  Status status = forward(dev.on_device(t.forward_params(Backend::kCuda)));
   ASSERT_TRUE(status.ok()) << status.message();
-  BackwardParams bp = on_device(t.backward_params(Backend::kCuda));
-  bp.dout = dout.view(), bp.dq = dq.view(), bp.dk = dk.view(), bp.dv = dv.view();
+  BackwardParams bp = dev.on_device(t.backward_params(Backend::kCuda));
+  bp.dout = dev.dout.view(), bp.dq = dev.dq.view(), bp.dk = dev.dk.view(), bp.dv = dev.dv.view();
   status = backward(bp);
   ASSERT_TRUE(status.ok()) << status.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  out.download_into(t.out), lse.download_into(t.lse);
-  dq.download_into(t.dq), dk.download_into(t.dk), dv.download_into(t.dv);
+  dev.out.download_into(t.out), dev.lse.download_into(t.lse);
+  dev.dq.download_into(t.dq), dev.dk.download_into(t.dk), dev.dv.download_into(t.dv);
   for (const accuracy::Comparison& cmp : t.check()) EXPECT_TRUE(cmp.ok) << cmp.message;
+}
+
+// The forward on each family with a kernel for this dtype that serves the case's options (the
+// dispatch's own answer: selected_kernels with the family forced), out and LSE checked.
+TEST_P(CudaVarlen, ForwardOnEachFamilyMatchesThePerSequenceReference) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  int families_run = 0;
+  for (KernelFamily family : {KernelFamily::kSm80, KernelFamily::kSm90}) {
+    VarlenTensors t(std::get<0>(GetParam()), std::get<1>(GetParam()));
+    DeviceVarlen dev(t);
+    ForwardParams params = dev.on_device(t.forward_params(Backend::kCuda));
+    params.kernels = family;
+    KernelFamily chosen = KernelFamily::kAuto;
+    if (!selected_kernels(params, &chosen).ok()) continue;  // not in this build, GPU or for these options
+    SCOPED_TRACE(family == KernelFamily::kSm80 ? "kernels=sm80" : "kernels=sm90");
+    const Status status = forward(params);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dev.out.download_into(t.out), dev.lse.download_into(t.lse);
+    for (const accuracy::Comparison& cmp : t.check(/*gradients*/ false)) EXPECT_TRUE(cmp.ok) << cmp.message;
+    ++families_run;
+  }
+  if (families_run == 0) GTEST_SKIP() << "no kernel family of this build serves this case's forward";
+}
+
+// On compute capability 9.0 with the sm90 forward built, kernels=auto runs varlen forwards there.
+TEST(CudaVarlenDispatch, AutoRunsTheSm90ForwardOnHopper) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (const char* env = std::getenv("FLASHCORE_KERNELS"); env != nullptr && std::string(env) != "auto") {
+    GTEST_SKIP() << "FLASHCORE_KERNELS=" << env << " overrides kernels=auto";
+  }
+  VarlenTensors t(varlen_cases()[0], DType::kBFloat16);
+  DeviceVarlen dev(t);
+  ForwardParams params = dev.on_device(t.forward_params(Backend::kCuda));
+  params.kernels = KernelFamily::kSm90;
+  KernelFamily forced = KernelFamily::kAuto;
+  if (!selected_kernels(params, &forced).ok()) GTEST_SKIP() << "no sm90 forward for this GPU or build";
+  params.kernels = KernelFamily::kAuto;
+  KernelFamily family = KernelFamily::kAuto;
+  ASSERT_TRUE(selected_kernels(params, &family).ok());
+  EXPECT_EQ(family, KernelFamily::kSm90);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaVarlen,

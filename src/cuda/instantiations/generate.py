@@ -24,6 +24,7 @@ DTYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 #   options   the attention options its kernels serve (of OPTIONS); kernels=auto passes a problem
 #             that needs one to a row that has it, a forced family without it fails naming
 #             `kernels` (dispatch.cu). Absent: none.
+#   pass_options  pass -> options its kernels of that pass serve besides the family's "options".
 #   variants  pass -> variant -> {launcher, head_dims, options}: a second set of kernels of that
 #             pass, in files <pass>_<family>_<dtype>_hdim<d>_<variant>.cu, each a dispatch row of its
 #             own with its own options (the rows above keep the family's). For equal family and head
@@ -50,15 +51,17 @@ FAMILIES = {
         # registers; d256 computes dK and dV transposed, the warpgroups splitting d
         # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
         "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256]},
-        # The plain kernels serve no option; kernels=auto runs varlen and dropout calls, every
-        # backward with an option, and forwards with options at d > 128 on sm80.
+        # The plain kernels serve no option but the forward's varlen (a runtime path: sm90/fwd_sequence.h,
+        # tile_scheduler.h's FwdVarlenSlots); kernels=auto runs dropout calls, every backward with an
+        # option (varlen included), and forwards with window/softcap/ALiBi at d > 128 on sm80.
         "options": [],
+        "pass_options": {"fwd": ["varlen"]},
         # The forward's option kernels (sm90/fwd_score_options.h): window, softcap and ALiBi as
         # runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA, non-causal
         # persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
         "variants": {
             "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
-                                "options": ["window", "softcap", "alibi"]}},
+                                "options": ["window", "softcap", "alibi", "varlen"]}},
         },
     },
 }
@@ -75,9 +78,9 @@ template Status {launcher}<{element}, {head_dim}>(const {params}& params, cudaSt
 """
 
 
-def options_mask(family: dict) -> str:
-    """The options of a family (or of a variant) as a C++ expression of dispatch.h's KernelOption bits."""
-    names = family.get("options", [])
+def options_mask(family: dict, pass_: str = "") -> str:
+    """The options of a family's pass (or of a variant) as a C++ expression of dispatch.h's KernelOption bits."""
+    names = family.get("options", []) + family.get("pass_options", {}).get(pass_, [])
     unknown = [n for n in names if n not in OPTIONS]
     if unknown:
         raise SystemExit(f"unknown kernel options {unknown}; known: {list(OPTIONS)}")
@@ -98,6 +101,7 @@ def families_cmake() -> str:
             f"set(FLASHCORE_FAMILY_{name}_PASSES {' '.join(f['passes'])})",
             f'set(FLASHCORE_FAMILY_{name}_OPTIONS "{options_mask(f)}")',
         ]
+        lines += [f'set(FLASHCORE_FAMILY_{name}_{pass_}_OPTIONS "{options_mask(f, pass_)}")' for pass_ in f["passes"]]
         for pass_, variants in f.get("variants", {}).items():
             for variant, v in variants.items():
                 lines += [

@@ -11,8 +11,10 @@
 // tuning log v11 has the measurements and what is left to validate).
 //
 // Directly from registers (every other kernel and call: an O TMA cannot address, variable-length
-// batches): each thread stores its column pairs (4 bytes) of its rows, rows outside
-// [0, seqlen_q) and columns past the real head_dim left unwritten. No shared memory and no
+// batches): each thread stores its column pairs (4 bytes, or 8 / 16 bytes after a shuffle within
+// its quad) of its rows, rows outside [0, seqlen_q) of the tile's sequence (fwd_sequence.h: varlen
+// tiles' rows past it belong to the next sequence) and columns past the real head_dim left
+// unwritten. No shared memory and no
 // barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h), or, in kernels that
 // could have staged O in it, at the start of this epilogue. This path took 2.0 us (d128) /
 // 6.5 us (d256) per tile at 2k keys with no wgmma issued meanwhile (tuning log v10).
@@ -25,6 +27,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #include "cuda/sm90/fragment.h"
+#include "cuda/sm90/fwd_sequence.h"
 #include "cuda/sm90/named_barrier.h"
 #include "cuda/sm90/tile_scheduler.h"
 
@@ -52,23 +55,24 @@ struct FwdEpilogue {
       // first m_block of a causal grid whose seqlen_q is not a multiple of kBlockM) stopped the
       // kernel with an illegal instruction (v11). Such a warpgroup's rows go out directly.
       const int wg_row0 = tile.m_block * kBlockM - params.row_offset + 64 * (thread_idx / 128);
-      if (params.o_via_smem && wg_row0 >= 0) {
+      if (params.o_via_smem && wg_row0 >= 0) {  // dense calls only (make_fwd_tma_descriptors)
         store_o_via_smem(params, tOrO, tile, thread_idx, q_smem, q_empty);
-        store_lse(params, lse, tile, thread_idx);
+        store_lse(params, lse, tile, FwdSequence<Traits>(params, tile.batch), thread_idx);
         return;
       }
       // The mainloop of these kernels leaves Q's buffer to the epilogue; the direct stores do not
       // touch it, so it is free now (one arrival per consumer warp, as the mainloop would).
       if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
+    const FwdSequence<Traits> seq(params, tile.batch);
     if constexpr (Traits::kOStoreBytes == 16) {
-      store_o_direct_16b(params, tOrO, tile, thread_idx);
+      store_o_direct_16b(params, tOrO, tile, seq, thread_idx);
     } else if constexpr (Traits::kOStoreBytes == 8) {
-      store_o_direct_8b(params, tOrO, tile, thread_idx);
+      store_o_direct_8b(params, tOrO, tile, seq, thread_idx);
     } else {
-      store_o_direct(params, tOrO, tile, thread_idx);
+      store_o_direct(params, tOrO, tile, seq, thread_idx);
     }
-    store_lse(params, lse, tile, thread_idx);
+    store_lse(params, lse, tile, seq, thread_idx);
   }
 
  private:
@@ -133,7 +137,7 @@ struct FwdEpilogue {
 
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct(Params const& params, FragO const& tOrO, FwdTile const& tile,
-                                                        int thread_idx) {
+                                                        FwdSequence<Traits> const& seq, int thread_idx) {
     using namespace cute;
     typename Traits::TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(thread_idx);
@@ -145,13 +149,13 @@ struct FwdEpilogue {
     static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
 
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    // Rows in the tensor's frame: the tile grid starts row_offset rows above it (causal).
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
+                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
+    // Rows in the sequence's frame: the tile grid starts row_offset rows above it (causal).
+    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(rO_rc); ++r) {
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      if (row < 0 || row >= params.seqlen_q) continue;
+      if (row < 0 || row >= seq.seqlen_q) continue;
       Element* out_row = out + row * params.o_row_stride;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(rO_rc); c += 2) {
@@ -173,7 +177,7 @@ struct FwdEpilogue {
   // the 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct_8b(Params const& params, FragO const& tOrO,
-                                                           FwdTile const& tile, int thread_idx) {
+                                                           FwdTile const& tile, FwdSequence<Traits> const& seq, int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
     typename Traits::TiledMmaPV mma_pv;
@@ -191,14 +195,14 @@ struct FwdEpilogue {
     };
 
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
+                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
+    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     const int odd = thread_idx & 1;  // the lane's bit 0 within its quad
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       // Every lane shuffles, the row check comes after (__shfl_xor_sync needs all 32 lanes).
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      const bool row_ok = row >= 0 && row < params.seqlen_q;
+      const bool row_ok = row >= 0 && row < seq.seqlen_q;
       Element* out_row = out + int64_t(row) * params.o_row_stride;
       CUTE_UNROLL
       for (int g = 0; g < kGroups / 2; ++g) {
@@ -224,7 +228,7 @@ struct FwdEpilogue {
   // every API call both). The d256 kernels spill 24-48 B with it (v11), d128 none.
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
-                                                            FwdTile const& tile, int thread_idx) {
+                                                            FwdTile const& tile, FwdSequence<Traits> const& seq, int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
     typename Traits::TiledMmaPV mma_pv;
@@ -241,15 +245,15 @@ struct FwdEpilogue {
     static_assert(kGroups % 4 == 0, "groups transposed four at a time");
 
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
+                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
+    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     const int quad_lane = thread_idx % 4;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       // Every lane shuffles, the row check comes after: a quad's lanes share a row, but the warp's
       // eight quads hold eight rows and __shfl_xor_sync needs all 32 lanes.
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      const bool row_ok = row >= 0 && row < params.seqlen_q;
+      const bool row_ok = row >= 0 && row < seq.seqlen_q;
       Element* out_row = out + int64_t(row) * params.o_row_stride;
       CUTE_UNROLL
       for (int g = 0; g < kGroups / 4; ++g) {
@@ -288,19 +292,20 @@ struct FwdEpilogue {
 
   template <int kRows>
   __forceinline__ __device__ static void store_lse(Params const& params, float const (&lse)[kRows], FwdTile const& tile,
-                                                   int thread_idx) {
+                                                   FwdSequence<Traits> const& seq, int thread_idx) {
     using namespace cute;
     typename Traits::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
     Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     if (params.lse == nullptr || get<1>(tOcO_rc(0, 0)) != 0) return;
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
-    float* lse_out = params.lse + tile.batch * params.lse_batch_stride + tile.head * params.lse_head_stride;
+    const int row0 = tile.m_block * kBlockM - seq.row_offset;
+    float* lse_out =
+        params.lse + tile.batch * params.lse_batch_stride + tile.head * params.lse_head_stride + seq.row_q;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      if (row >= 0 && row < params.seqlen_q) lse_out[row] = lse[r];
+      if (row >= 0 && row < seq.seqlen_q) lse_out[row] = lse[r];
     }
   }
 };

@@ -42,7 +42,7 @@ struct FwdTmaDescriptors {
 
 // TMA can address O (and 16-byte stores can write it): a 16-byte aligned base, batch/row/head
 // strides in 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
-// and future callers (variable-length batches) need not be, and take the direct stores.
+// need not be, and takes the direct stores.
 inline bool fwd_o_tma_addressable(const FwdParams& p) {
   constexpr int kElemsPer16B = 8;  // 16-bit elements
   return reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && p.head_dim % kElemsPer16B == 0 &&
@@ -50,16 +50,27 @@ inline bool fwd_o_tma_addressable(const FwdParams& p) {
          p.o_strides.batch % kElemsPer16B == 0;
 }
 
+// The (rows, batches) of the tensors as TMA reads them: dense (seqlen, batch); varlen one batch
+// of the packed total rows (fwd_sequence.h places each sequence in it).
+struct FwdTmaExtent {
+  int rows_q, rows_k, batches;
+  static FwdTmaExtent of(const FwdParams& p) {
+    return p.cu_seqlens_q != nullptr ? FwdTmaExtent{p.total_q, p.total_k, 1}
+                                     : FwdTmaExtent{p.seqlen_q, p.seqlen_k, p.batch};
+  }
+};
+
 template <class Traits>
 FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
   using namespace cute;
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   // The descriptors carry the real head_dim: TMA zero-fills columns past it, as it does rows
-  // past seqlen.
-  auto shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
-  auto shape_k = make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch);
-  auto shape_vt = make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch);
+  // past seqlen (varlen: past the packed tensors' last row).
+  const FwdTmaExtent e = FwdTmaExtent::of(p);
+  auto shape_q = make_shape(e.rows_q, p.head_dim, p.heads_q, e.batches);
+  auto shape_k = make_shape(e.rows_k, p.head_dim, p.heads_kv, e.batches);
+  auto shape_vt = make_shape(p.head_dim, e.rows_k, p.heads_kv, e.batches);
   Tensor mQ = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.q)), shape_q,
                           make_stride(p.q_strides.row, _1{}, p.q_strides.head, p.q_strides.batch));
   Tensor mK = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.k)), shape_k,
@@ -78,7 +89,9 @@ FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
       false,
   };
   if constexpr (Traits::kStoreOViaSmem) {
-    if (fwd_o_tma_addressable(p)) {
+    // Dense only: a varlen tile's TMA store box would write the next sequence's first rows (the
+    // direct stores bound rows by the tile's own sequence).
+    if (fwd_o_tma_addressable(p) && p.cu_seqlens_q == nullptr) {
       Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_q,
                               make_stride(p.o_strides.row, _1{}, p.o_strides.head, p.o_strides.batch));
       d.o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOBox{}, Shape<_64, _64>{}, _1{});
@@ -118,13 +131,14 @@ class FwdTmaDescriptorCache {
     // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
     // others a new output buffer must not cost a miss (small calls' host time, v6).
     const void* out;
-    int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;  // the TMA extents (FwdTmaExtent)
     TensorStrides q_strides, k_strides, v_strides, o_strides;
 
     static Key of(const FwdParams& p) {
       constexpr bool kHasO = Traits::kStoreOViaSmem;
-      return {p.q,        p.k,        p.v,        kHasO ? p.out : nullptr, p.device.ordinal, p.batch,     p.heads_q,
-              p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
+      const FwdTmaExtent e = FwdTmaExtent::of(p);
+      return {p.q,        p.k,       p.v,        kHasO ? p.out : nullptr, p.device.ordinal, e.batches,   p.heads_q,
+              p.heads_kv, e.rows_q,  e.rows_k,   p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
               kHasO ? p.o_strides : TensorStrides{}};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
@@ -152,14 +166,16 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
   using namespace cute;
   constexpr int kBlockM = Traits::kBlockM;
   FwdTmaDescriptors<Traits> const& tma = FwdTmaDescriptorCache<Traits>::get(p);
+  const FwdTmaExtent e = FwdTmaExtent::of(p);
+  const bool varlen = p.cu_seqlens_q != nullptr;
   return {
       tma.q,
       tma.k,
       tma.v,
       tma.o,
-      make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch),
-      make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch),
-      make_shape(p.head_dim, p.seqlen_k, p.heads_kv, p.batch),
+      make_shape(e.rows_q, p.head_dim, p.heads_q, e.batches),
+      make_shape(e.rows_k, p.head_dim, p.heads_kv, e.batches),
+      make_shape(p.head_dim, e.rows_k, p.heads_kv, e.batches),
       p.out,
       p.o_strides.batch,
       p.o_strides.row,
@@ -174,10 +190,14 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.batch,
       p.group_size,
       (p.seqlen_q + kBlockM - 1) / kBlockM,
-      Traits::kIsCausal ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
+      Traits::kIsCausal && !varlen ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
       p.softmax_scale,
       p.scale_log2,
       tma.o_via_smem,
+      varlen ? p.cu_seqlens_q : nullptr,
+      varlen ? p.cu_seqlens_k : nullptr,
+      p.total_q,
+      p.total_k,
   };
 }
 
@@ -241,8 +261,17 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
     }
   }
   const typename Traits::Params params = make_fwd_kernel_params<Traits>(p);
-  const Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
-  const int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  Scheduler scheduler{params.num_m_blocks, p.heads_q, p.batch};
+  if (p.cu_seqlens_q != nullptr) {
+    if constexpr (Scheduler::kServesVarlen) {
+      scheduler.varlen = FwdVarlenSlots::make(p.cu_seqlens_q, p.batch, p.seqlen_q, p.total_q, p.heads_q,
+                                              Traits::kBlockM, Scheduler::kSlotMBlocks * Traits::kBlockM);
+    } else {
+      return Status::Internal("flashcore::forward: an sm90 forward scheduler without varlen got a varlen call");
+    }
+  }
+  int grid = Scheduler::grid_size(scheduler.num_tiles(), capacity);
+  if constexpr (Scheduler::kServesVarlen) grid = scheduler.grid(capacity);
   const auto option_args = FwdOptionArgs<kVariant>::of(p);
   if constexpr (kClusterM > 1) {
     cudaLaunchAttribute cluster = cluster_dimension(kClusterM, 1);
@@ -296,7 +325,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
     if constexpr (kZigZagMaxMBlocks > 0) {
       const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-      if (num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
+      // Varlen: one zig-zag pair of a sequence's m_blocks per CTA at any length (tile_scheduler.h).
+      const bool varlen = params.cu_seqlens_q != nullptr;
+      if (varlen || num_m_blocks <= kZigZagMaxMBlocks || (!kPlain && params.window_left >= 0)) {
         return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
       }
     }

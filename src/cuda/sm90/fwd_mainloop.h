@@ -17,6 +17,7 @@
 #include "cuda/common/mask.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/fwd_score_options.h"
+#include "cuda/sm90/fwd_sequence.h"
 #include "cuda/sm90/fwd_softmax.h"
 #include "cuda/sm90/named_barrier.h"
 #include "cuda/sm90/pipeline.h"
@@ -83,12 +84,16 @@ struct FwdMainloop {
     Tensor sVt = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutVt{});  // (d, N, stage)
 
     const int kv_head = tile.head / params.group_size;
-    // Q rows in the tile grid's frame: the first row_offset rows lie above the tensor (negative
-    // TMA coordinates), which TMA zero-fills like any out-of-bounds row.
-    Tensor mQ = domain_offset(make_coord(-params.row_offset, _0{}),
-                              params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, tile.batch));  // (seqlen_q, d)
-    Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, kv_head, tile.batch);    // (seqlen_k, d)
-    Tensor mVt = params.tma_v.get_tma_tensor(params.shape_vt)(_, _, kv_head, tile.batch);  // (d, seqlen_k)
+    const FwdSequence<Traits> seq(params, tile.batch);
+    // Q rows in the tile grid's frame: the first row_offset rows lie above the sequence (negative
+    // TMA coordinates, zero-filled like any out-of-bounds row; varlen: the previous sequence's
+    // rows, whose outputs are not stored). Varlen: the sequence's slices of the packed tensors.
+    Tensor mQ = domain_offset(make_coord(seq.row_q - seq.row_offset, _0{}),
+                              params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, seq.tma_batch));  // (seqlen_q, d)
+    Tensor mK = domain_offset(make_coord(seq.row_k, _0{}),
+                              params.tma_k.get_tma_tensor(params.shape_k)(_, _, kv_head, seq.tma_batch));  // (seqlen_k, d)
+    Tensor mVt = domain_offset(make_coord(_0{}, seq.row_k),
+                               params.tma_v.get_tma_tensor(params.shape_vt)(_, _, kv_head, seq.tma_batch));  // (d, seqlen_k)
     Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tile.m_block, _0{}));  // (M, d)
     Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (N, d, n)
     Tensor gVt = local_tile(mVt, Shape<Int<kHeadDim>, Int<kBlockN>>{}, make_coord(_0{}, _));  // (d, N, n)
@@ -153,15 +158,16 @@ struct FwdMainloop {
         const int t_next = scheduler.next_tile(t);
         if (scheduler.valid(t_next)) {
           const FwdTile next = scheduler.decode(t_next);
-          Tensor mQn = domain_offset(make_coord(-params.row_offset, _0{}),
-                                     params.tma_q.get_tma_tensor(params.shape_q)(_, _, next.head, next.batch));
+          const FwdSequence<Traits> next_seq(params, next.batch);
+          Tensor mQn = domain_offset(make_coord(next_seq.row_q - next_seq.row_offset, _0{}),
+                                     params.tma_q.get_tma_tensor(params.shape_q)(_, _, next.head, next_seq.tma_batch));
           Tensor gQn = local_tile(mQn, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(next.m_block, _0{}));
           cute::prefetch(params.tma_q, get<0>(tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                                             group_modes<0, 2>(gQn))));
         }
       }
     };
-    const auto trips = Score::trip_counts(Score::mask_of(params, args), tile.m_block);
+    const auto trips = Score::trip_counts(Score::mask_of(seq, args), tile.m_block);
     const int n_begin = trips.n_begin, n_end = trips.n_end;
     if constexpr (Traits::kQStages > 1) load_q();
     if (n_end > n_begin) load_k(n_end - 1);
@@ -210,7 +216,7 @@ struct FwdMainloop {
     // P in the register-A layout of the P V product, sharing S's element order.
     Tensor tOrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_M, N/16)
 
-    const Score score(params, args, tile.head, tile.batch);
+    const Score score(params, FwdSequence<Traits>(params, tile.batch), args, tile.head, tile.batch);
     const AttentionMask& mask = score.mask;
     const auto trips = score.trip_counts(tile.m_block);
     const int n_begin = trips.n_begin, n_end = trips.n_end;

@@ -17,6 +17,7 @@
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
 #include "cuda/params.h"
+#include "cuda/sm90/fwd_sequence.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -50,12 +51,12 @@ struct FwdScore {
   float unit;        // natural-log factor of the row max in the LSE: softmax_scale or score_unit
   float slope;       // ALiBi slope in score units; 0 without ALiBi
 
-  // Rows are counted in the tile grid's frame, row_offset rows above the real first query (see
-  // Params::row_offset): a mask over seqlen_q + row_offset rows has the same bottom-right
-  // diagonal, window and ALiBi distances.
-  __forceinline__ __device__ static AttentionMask mask_of(Params const& params,
+  // Rows are counted in the tile grid's frame, row_offset rows above the sequence's first query
+  // (see Params::row_offset): a mask over seqlen_q + row_offset rows has the same bottom-right
+  // diagonal, window and ALiBi distances. Varlen: the tile's own sequence (fwd_sequence.h).
+  __forceinline__ __device__ static AttentionMask mask_of(FwdSequence<Traits> const& seq,
                                                          [[maybe_unused]] FwdOptionArgs<kVariant> const& args) {
-    AttentionMask mask{params.seqlen_q + params.row_offset, params.seqlen_k, Traits::kIsCausal, -1, -1};
+    AttentionMask mask{seq.seqlen_q + seq.row_offset, seq.seqlen_k, Traits::kIsCausal, -1, -1};
     if constexpr (kWindow) {
       mask.window_left = args.problem.window_left;
       mask.window_right = args.problem.window_right;
@@ -63,9 +64,10 @@ struct FwdScore {
     return mask;
   }
 
-  __forceinline__ __device__ FwdScore(Params const& params, [[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+  __forceinline__ __device__ FwdScore(Params const& params, FwdSequence<Traits> const& seq,
+                                      [[maybe_unused]] FwdOptionArgs<kVariant> const& args,
                                       [[maybe_unused]] int head, [[maybe_unused]] int batch)
-      : mask(mask_of(params, args)), scale_log2(params.scale_log2), unit(params.softmax_scale), slope(0.0f) {
+      : mask(mask_of(seq, args)), scale_log2(params.scale_log2), unit(params.softmax_scale), slope(0.0f) {
     if constexpr (kScoreMod) {
       scale_log2 = args.problem.score_unit_log2;
       unit = args.problem.score_unit;

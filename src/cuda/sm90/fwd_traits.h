@@ -131,6 +131,7 @@ struct FwdTraits {
       cute::Step<cute::_2, cute::_1, cute::_3>{}));  // (d, N, stage)
 
   // Global tensors as TMA sees them: (seqlen, d, head, batch), d contiguous; V as (d, seqlen, ...).
+  // Varlen: (total rows, d, head, 1), the packed tensors whole (fwd_sequence.h).
   using ShapeQKV = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
   using StrideQKV = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
   using StrideVt = cute::Stride<cute::_1, int64_t, int64_t, int64_t>;
@@ -203,6 +204,13 @@ struct FwdTraits {
     // kStoreOViaSmem kernels: O is 16-byte addressable (base, strides, head_dim) and dense in its
     // rows' range, so TMA stores write it; false: the register direct stores (fwd_epilogue.h).
     bool o_via_smem;
+    // Varlen (null: dense): sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the
+    // total_q query rows (seqlen_q above is then the longest), its keys likewise; each tile reads
+    // its sequence's lengths, first rows and row_offset (fwd_sequence.h).
+    int const* cu_seqlens_q;
+    int const* cu_seqlens_k;
+    int total_q;
+    int total_k;
   };
 
 };

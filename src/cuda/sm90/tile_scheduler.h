@@ -22,7 +22,17 @@
 // kClusterM * i + r, so the CTAs of a cluster share every K/V tile; persistent, static stride over
 // items. With num_m_blocks not a multiple of kClusterM the last group of a head has a CTA past
 // seqlen_q: it still loads and consumes its share (zero-filled Q), and its epilogue writes nothing.
+//
+// Varlen (FwdTileScheduler and FwdZigZagScheduler; FwdVarlenSlots): the work items are the
+// sequences' own m_blocks (causal: zig-zag pairs of them), not max_seqlen_q's grid of every
+// sequence, and every kernel runs one item per CTA, the persistent ones too (a runtime choice, no
+// kernel added): an item costs about its sequence's key blocks, and a static stride over items of
+// unequal cost left CTAs idle (0.74x the padded dense call's TFLOP/s on the H100, lengths
+// 151..3626; docs/tuning/forward_sm90.md v11), where the hardware's block scheduler hands the next
+// item to whichever SM is free.
 #pragma once
+
+#include <cutlass/fast_math.h>
 
 namespace flashcore::cuda::sm90 {
 
@@ -32,23 +42,106 @@ struct FwdTile {
   int batch;
 };
 
+// The m_blocks of a varlen call as "slots" of slot_rows query rows (block_m, or 2 * block_m for
+// FwdZigZagScheduler's pairs of m_blocks): sequence b takes slots [slot0(b), slot0(b + 1)) with
+// slot0(b) = cu_seqlens_q[b] / slot_rows + b, which is ceil(len_b / slot_rows) slots or one more,
+// so a work item's sequence is a binary search over cu_seqlens_q (no prefix sum over the batch, no
+// workspace) and at most one slot per sequence is empty (skipped). Item = slot * heads + head: the
+// heads of an m_block run together. Slots: total_q / slot_rows + batch. Lengths and offsets clamped
+// as fwd_sequence.h does. The divisions are FastDivmods built on the host: a division by a runtime
+// value has its reciprocal hoisted out of the persistent loop by the compiler, and the registers
+// that holds spilled the 128 x 176 d128 tile.
+struct FwdVarlenSlots {
+  const int* cu_seqlens_q = nullptr;  // null: a dense call
+  int batch = 0;
+  int max_seqlen_q = 0;
+  int total_q = 0;
+  int slots = 0;
+  cutlass::FastDivmod block_m = {};
+  cutlass::FastDivmod slot_rows = {};
+  cutlass::FastDivmod heads = {};
+
+  // One work item: sequence b's slot `local` (0-based within the sequence; may be past its work),
+  // for head `head`; the sequence has m_blocks m_blocks.
+  struct Item {
+    int batch, head, local, m_blocks;
+  };
+
+  __host__ __device__ bool on() const { return cu_seqlens_q != nullptr; }
+  __device__ int row(int b) const { return min(max(cu_seqlens_q[b], 0), total_q); }
+  __device__ static int div(cutlass::FastDivmod const& d, int x) {
+    int q, r;
+    d(q, r, x);
+    return q;
+  }
+  __device__ int slot0(int b) const { return div(slot_rows, row(b)) + b; }
+  __device__ int m_blocks(int b) const {
+    const int len = max(min(row(b + 1) - row(b), max_seqlen_q), 0);
+    return div(block_m, len + block_m.divisor - 1);
+  }
+  // The sequence holding `slot`: the last b with slot0(b) <= slot.
+  __device__ int sequence_of(int slot) const {
+    int lo = 0, hi = batch - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (slot0(mid) <= slot) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+  __device__ Item item(int index) const {
+    int slot, head;
+    heads(slot, head, index);
+    const int b = sequence_of(slot);
+    return {b, head, slot - slot0(b), m_blocks(b)};
+  }
+  // One m_block per slot (slot_rows = block_m); m_block -1: an empty slot. reversed: the
+  // sequence's m_blocks from its last (causal: longest first within the sequence).
+  __device__ FwdTile decode(int tile, bool reversed) const {
+    const Item it = item(tile);
+    if (it.local < 0 || it.local >= it.m_blocks) return {-1, it.head, it.batch};
+    return {reversed ? it.m_blocks - 1 - it.local : it.local, it.head, it.batch};
+  }
+  static FwdVarlenSlots make(const int* cu_seqlens_q, int batch, int max_seqlen_q, int total_q, int heads,
+                             int block_m, int slot_rows) {
+    return {cu_seqlens_q, batch, max_seqlen_q, total_q, total_q / slot_rows + batch, cutlass::FastDivmod(block_m),
+            cutlass::FastDivmod(slot_rows), cutlass::FastDivmod(heads)};
+  }
+};
+
 template <bool kPersistent, bool kCausalOrder>
 struct FwdTileScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  FwdVarlenSlots varlen = {};
+  static constexpr bool kServesVarlen = true;
+  static constexpr int kSlotMBlocks = 1;  // m_blocks a varlen slot holds
 
-  __host__ __device__ int num_tiles() const { return num_m_blocks * heads * batch; }
+  __host__ __device__ int num_tiles() const {
+    return varlen.on() ? varlen.slots * heads : num_m_blocks * heads * batch;
+  }
 
   __host__ static int grid_size(int num_tiles, int sm_count) {
     return kPersistent ? (num_tiles < sm_count ? num_tiles : sm_count) : num_tiles;
   }
 
-  __device__ int first_tile() const { return int(blockIdx.x); }
-  __device__ int next_tile(int tile) const { return kPersistent ? tile + int(gridDim.x) : num_tiles(); }
+  // The grid: varlen one CTA per tile (above).
+  __host__ int grid(int sm_count) const { return varlen.on() ? num_tiles() : grid_size(num_tiles(), sm_count); }
+
+  // Varlen: a CTA whose slot is empty gets no tile.
+  __device__ int first_tile() const {
+    const int tile = int(blockIdx.x);
+    return varlen.on() && valid(tile) && varlen.decode(tile, kCausalOrder).m_block < 0 ? num_tiles() : tile;
+  }
+  __device__ int next_tile(int tile) const { return kPersistent && !varlen.on() ? tile + int(gridDim.x) : num_tiles(); }
   __device__ bool valid(int tile) const { return tile < num_tiles(); }
 
   __device__ FwdTile decode(int tile) const {
+    if (varlen.on()) return varlen.decode(tile, kCausalOrder);
     int m, head_batch;
     if constexpr (kCausalOrder && kPersistent) {
       head_batch = tile % (heads * batch);
@@ -66,19 +159,44 @@ struct FwdZigZagScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  // Varlen: an item is a pair (m_blocks - 1 - j, j) of one sequence and head (FwdVarlenSlots with
+  // two m_blocks' rows a slot; the middle m_block of an odd count alone), one item per CTA: the
+  // pairs of a sequence cost about the same, a sequence's about its length, and the hardware's
+  // block scheduler balances items of unequal cost where a static stride did not (tile_scheduler.h's
+  // top). The pair's second tile still has its Q prefetched during the first.
+  FwdVarlenSlots varlen = {};
+  static constexpr bool kServesVarlen = true;
+  static constexpr int kSlotMBlocks = 2;  // m_blocks a varlen slot holds
 
   __host__ __device__ int pairs_per_head() const { return num_m_blocks / 2; }
   __host__ __device__ int num_pair_items() const { return pairs_per_head() * heads * batch; }
   // Items holding the middle m_blocks of two heads (odd num_m_blocks only).
   __host__ __device__ int num_middle_items() const { return (num_m_blocks & 1) ? (heads * batch + 1) / 2 : 0; }
-  __host__ __device__ int num_items() const { return num_pair_items() + num_middle_items(); }
+  __host__ __device__ int num_items() const {
+    return varlen.on() ? varlen.slots * heads : num_pair_items() + num_middle_items();
+  }
   __host__ int num_tiles() const { return num_items(); }  // what the grid is sized by
 
   __host__ static int grid_size(int num_items, int sm_count) { return num_items < sm_count ? num_items : sm_count; }
+  __host__ int grid(int sm_count) const { return varlen.on() ? num_items() : grid_size(num_items(), sm_count); }
 
-  __device__ int first_tile() const { return int(blockIdx.x) * 2; }
+  // Varlen: sequence's pair j of the item, or j >= its pair count (an empty item).
+  __device__ bool varlen_empty(FwdVarlenSlots::Item const& it) const {
+    return it.local < 0 || it.local >= (it.m_blocks + 1) / 2;
+  }
+
+  __device__ int first_tile() const {
+    const int tile = int(blockIdx.x) * 2;
+    if (varlen.on() && valid(tile) && varlen_empty(varlen.item(tile >> 1))) return num_items() * 2;
+    return tile;
+  }
   __device__ int next_tile(int tile) const {
     const int item = tile >> 1;
+    if (varlen.on()) {
+      const FwdVarlenSlots::Item it = varlen.item(item);
+      const bool has_second = it.m_blocks - 1 - it.local != it.local;
+      return (tile & 1) == 0 && has_second ? tile + 1 : num_items() * 2;
+    }
     // The second tile of an item exists except for the last middle item of an odd head count.
     const bool has_second = item < num_pair_items() || 2 * (item - num_pair_items()) + 1 < heads * batch;
     if ((tile & 1) == 0 && has_second) return tile + 1;
@@ -88,6 +206,10 @@ struct FwdZigZagScheduler {
 
   __device__ FwdTile decode(int tile) const {
     const int item = tile >> 1;
+    if (varlen.on()) {
+      const FwdVarlenSlots::Item it = varlen.item(item);
+      return {(tile & 1) ? it.local : it.m_blocks - 1 - it.local, it.head, it.batch};
+    }
     int m, head_batch;
     if (item < num_pair_items()) {
       const int i = item % pairs_per_head();
@@ -106,6 +228,7 @@ struct FwdClusterScheduler {
   int num_m_blocks;
   int heads;
   int batch;
+  static constexpr bool kServesVarlen = false;  // a cluster's CTAs walk one key range
 
   __host__ __device__ int m_groups() const { return (num_m_blocks + kClusterM - 1) / kClusterM; }
   __host__ __device__ int num_tiles() const { return m_groups() * heads * batch; }  // work items
