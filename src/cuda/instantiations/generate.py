@@ -50,15 +50,18 @@ FAMILIES = {
         # registers; d256 computes dK and dV transposed, the warpgroups splitting d
         # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
         "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256]},
-        # The plain kernels serve no option; kernels=auto runs varlen and dropout calls, every
-        # backward with an option, and forwards with options at d > 128 on sm80.
+        # The plain kernels serve no option; kernels=auto runs varlen calls, backwards with window,
+        # softcap or ALiBi, and forwards with options at d > 128 on sm80.
         "options": [],
-        # The forward's option kernels (sm90/fwd_score_options.h): window, softcap and ALiBi as
-        # runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA, non-causal
-        # persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
+        # The forward's option kernels (sm90/fwd_score_options.h): window, softcap, ALiBi and
+        # dropout as runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA,
+        # non-causal persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
+        # The backward's dropout kernels (sm90/bwd_dropout.h): d128 only (2 files; d <= 128 runs on
+        # them padded, the other options on sm80).
         "variants": {
             "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
-                                "options": ["window", "softcap", "alibi"]}},
+                                "options": ["window", "softcap", "alibi", "dropout"]}},
+            "bwd": {"dropout": {"launcher": "run_bwd_dropout", "head_dims": [128], "options": ["dropout"]}},
         },
     },
 }

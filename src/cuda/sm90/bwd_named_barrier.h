@@ -10,6 +10,7 @@ namespace flashcore::cuda::sm90 {
 enum class BwdNamedBarrier : int {
   kDsReady = 0,  // both consumer warpgroups have stored their dS rows (the dQ product reads all)
   kKvReduce = 1,  // both consumer warpgroups are done with Q, dO and dS (bwd_cluster_reduce.h reuses them)
+  kDropoutWords = 2,  // + warpgroup: its 128 threads have stored this step's dropout words (bwd_dropout.h)
 };
 
 __forceinline__ __device__ void named_barrier_sync(int num_threads, BwdNamedBarrier id) {

@@ -144,7 +144,9 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.batch,
       p.group_size,
       (p.seqlen_q + kBlockM - 1) / kBlockM,
-      Traits::kIsCausal ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
+      // Dropout's stream counts rows in 16-row groups from the first query, and a warp's slab must
+      // start on one (common/dropout.h): with dropout the offset is rounded down to a multiple of 16.
+      Traits::kIsCausal ? ((p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q) & (p.has_dropout ? ~15 : ~0) : 0,
       p.softmax_scale,
       p.scale_log2,
   };
