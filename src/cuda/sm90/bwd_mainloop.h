@@ -196,25 +196,20 @@ struct BwdMainloop {
       const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         const int m0 = m * kBlockM;
-        // ---- dropout (kDropout kernels): this step's Philox words, drawn before the products are
-        // issued (their accumulators are not live yet: drawn under them, ptxas spilled 60-64 B).
-        if constexpr (Traits::kDropout) {
-          const int wg = thread_idx / 128;
-          Dropout(params, blk.batch, head).draw(shared.dropout_words.data() + wg * Dropout::kWords, m0, n0, wg,
-                                                thread_idx % 128);
-        }
-        // ---- end dropout
         pipeline_q.consumer_wait(q_state);
         wgmma_gemm</*zero*/ true, /*wait*/ -1, /*regA*/ false>(mma_sdp, tSrK, tSrQ(_, _, _, q_state.index), tSrS);
         pipeline_do.consumer_wait(do_state);
         wgmma_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_state.index), tdPrdP);
 
-        // ---- dropout: the keep bits of this thread's entries, once the warpgroup has its words.
+        // ---- dropout (kDropout kernels): this step's keep bits, drawn while Sᵀ and dPᵀ run.
         [[maybe_unused]] std::uint32_t keep[Dropout::kBitWords];
         if constexpr (Traits::kDropout) {
+          const Dropout dropout(params, blk.batch, head);
           const int wg = thread_idx / 128;
+          std::uint32_t* words = shared.dropout_words.data() + wg * Dropout::kWords;
+          dropout.draw(words, m0, n0, wg, thread_idx % 128);
           cutlass::arch::NamedBarrier::sync(128, int(BwdNamedBarrier::kDropoutWords) + wg);
-          Dropout(params, blk.batch, head).read(shared.dropout_words.data() + wg * Dropout::kWords, warp % 4, lane, keep);
+          dropout.read(words, warp % 4, lane, keep);
         }
         // ---- end dropout
 
