@@ -286,7 +286,10 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
 }
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
-  return params.has_score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
+  // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
+  // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
+  const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;
+  return score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
                               : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
 }
 

@@ -9,7 +9,8 @@
 //            per tile;
 //   units    scores in units of score_unit (score_mod.h), so the softmax's exp2 stays one FFMA and
 //            the LSE comes out in natural units;
-//   dropout  (kScoreMod, a uniform branch per tile) the dropped entries of the converted 16-bit P
+//   dropout  (kWindow and kScoreMod, a uniform branch per tile; a call with dropout and neither
+//            softcap nor ALiBi runs the window kernel) the dropped entries of the converted 16-bit P
 //            become 0 after the row sums (common/dropout.h's stream and element mapping, the
 //            wgmma accumulator holding the mma.sync pattern: 16 rows a warp, 8-column groups),
 //            and 1 / (1 - p) goes onto O once, before the epilogue.
@@ -112,7 +113,7 @@ struct FwdScore {
                                        [[maybe_unused]] int query0, [[maybe_unused]] int col0,
                                        [[maybe_unused]] int head, [[maybe_unused]] int batch) const {
     using namespace cute;
-    if constexpr (kScoreMod) {
+    if constexpr (kWindow) {
       if (args.problem.has_dropout) {
         using RowsCols = decltype(wgmma_acc_as_rows_cols(tScS.layout()));
         constexpr int kRowsS = decltype(size<0>(RowsCols{}))::value;
@@ -131,7 +132,7 @@ struct FwdScore {
   template <class TensorO>
   __forceinline__ __device__ static void scale_output([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
                                                       [[maybe_unused]] TensorO& tOrO) {
-    if constexpr (kScoreMod) {
+    if constexpr (kWindow) {
       if (args.problem.has_dropout) {
         CUTE_UNROLL
         for (int i = 0; i < cute::size(tOrO); ++i) tOrO(i) *= args.problem.dropout_scale;
