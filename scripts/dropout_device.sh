@@ -77,11 +77,14 @@ fi
 stamp "python dropout tests on CUDA"; cat "$out/python_dropout.log"
 
 export PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
-for ((i = 0; i < ${#dirs[@]}; ++i)); do
-  stamp "bench ${dirs[$i]}: flashcore vs SDPA FLASH_ATTENTION with dropout"
-  FLASHCORE_LIBRARY="$PWD/${dirs[$i]}/libflashcore_c.so" \
-    FLASHCORE_BUILD_NOTE="flashcore build ${dirs[$i]}: ${families} families, d128 bf16 (${FLASHCORE_COMMIT:-})" \
-    timeout 100 python3 bench/dropout_bench.py "$out/dropout_bench_$i.json" 2>&1 | tail -60
+# BENCH_ROUNDS (default 1): the folders' benches alternate this many times (A/B noise).
+for ((r = 0; r < ${BENCH_ROUNDS:-1}; ++r)); do
+  for ((i = 0; i < ${#dirs[@]}; ++i)); do
+    stamp "bench ${dirs[$i]} (round $r): flashcore vs SDPA FLASH_ATTENTION with dropout"
+    FLASHCORE_LIBRARY="$PWD/${dirs[$i]}/libflashcore_c.so" \
+      FLASHCORE_BUILD_NOTE="flashcore build ${dirs[$i]}: ${families} families, d128 bf16 (${FLASHCORE_COMMIT:-})" \
+      timeout 100 python3 bench/dropout_bench.py "$out/dropout_bench_${i}_r$r.json" 2>&1 | grep -E "ratio|flashcore_dropout|flashcore_plain"
+  done
 done
 stamp done
 # At most 8 files come back from a device call: the logs go back as one tarball, the JSON as is.

@@ -275,9 +275,9 @@ Status run_fwd(const FwdParams& params, cudaStream_t stream) {
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
 }
 
-// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data;
-// a window-only call runs the window kernel (no score code: the softcap/ALiBi kernel measured ~9 %
-// slower on window-only calls). Registered in the dispatch table beside run_fwd with the options
+// The option kernels: sliding window, softcap, ALiBi and dropout (any of them, or none) as runtime
+// data; a call without softcap and ALiBi runs the window kernel (no score code: the softcap/ALiBi
+// kernel measured ~9 % slower on window-only calls, 3-4 % on dropout-only ones at 8k, docs/dropout.md v4). Registered in the dispatch table beside run_fwd with the options
 // bits (generate.py's "variants").
 template <typename Element, int kHeadDim, KernelVariant kVariant>
 Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
@@ -290,7 +290,7 @@ Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
   // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
   const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;
   return score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
-                              : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
+                   : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90
