@@ -161,6 +161,54 @@ def copy_bandwidth(reps):
     return max(results.values()), dict(results, read_only=read_only)
 
 
+def read_floor(nbytes, calls, reps):
+    """What one launch can read of `nbytes` (batch 1's K/V: 33.5 MB) from HBM, timed like the decode
+    rows (CUDA-graph replay of `calls` launches over buffers rotated past 4x the L2, median of `reps`):
+      - triton_read_*: a streaming-read kernel (each program sums BLOCK float32s with 16-byte loads and
+        writes one float; configurations by BLOCK and warps, the fastest kept);
+      - torch_sum: torch's reduction over the buffer;
+      - memcpy: cudaMemcpyAsync device to device of the whole buffer (reads nbytes, writes nbytes).
+    Returns {name: {"us": .., "read_tbps": bytes read / time}}: whether issue 19's 80 % of the
+    large-copy bandwidth is reachable at all by one launch of that size."""
+    n = nbytes // 4
+    copies = max(2, math.ceil(4 * L2_BYTES / nbytes))
+    bufs = [torch.randn(n, device="cuda") for _ in range(copies)]
+    results = {}
+
+    def record(name, fn, bytes_read):
+        try:
+            ms = time_graph(fn, copies, calls, reps)
+            results[name] = dict(us=ms * 1e3, read_tbps=bytes_read / (ms * 1e-3) / 1e12)
+        except Exception as e:  # noqa: BLE001 - recorded
+            results[name] = dict(us=None, reason=f"{type(e).__name__}: {e}"[:200])
+
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _read(src, out, count, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(src + offs, mask=offs < count, other=0.0, cache_modifier=".cg")
+            tl.store(out + tl.program_id(0), tl.sum(x, axis=0))
+
+        for block, warps in ((4096, 4), (8192, 8), (16384, 8)):
+            grid = (triton.cdiv(n, block),)
+            out = torch.empty(grid[0], device="cuda")
+            record(f"triton_read_b{block}_w{warps}",
+                   lambda i, grid=grid, out=out, block=block, warps=warps: _read[grid](bufs[i], out, n, BLOCK=block,
+                                                                                     num_warps=warps), nbytes)
+    except Exception as e:  # noqa: BLE001 - no Triton: torch's two stand
+        results["triton_read"] = dict(us=None, reason=f"{type(e).__name__}: {e}"[:200])
+    total = torch.empty((), device="cuda")
+    record("torch_sum", lambda i: torch.sum(bufs[i], dim=0, out=total), nbytes)
+    dst = torch.empty_like(bufs[0])
+    record("memcpy", lambda i: dst.copy_(bufs[i]), nbytes)
+    del bufs, dst
+    torch.cuda.empty_cache()
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="1,8,64")
@@ -179,6 +227,16 @@ def main():
                         help="BATCH,..: also list the kernels (torch.profiler, eager) of these batches' default rows")
     parser.add_argument("--split-sweep", default="",
                         help="BATCH:S1/S2/..,BATCH:..: also time the contiguous cache with these forced num_splits")
+    parser.add_argument("--sdpa-backends", default="flash,cudnn,efficient",
+                        help="SDPA backends to time (of flash, cudnn, efficient, math; math is never the fastest "
+                             "and costs ~17 s at batch 64)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time a streaming read and a device-to-device memcpy of each batch's K/V bytes "
+                             "(read_floor: what one launch of that size can read)")
+    parser.add_argument("--ab", default="",
+                        help="V1,V2,..: also time the contiguous and paged rows of --ab-batches with "
+                             "FLASHCORE_DECODE_AB=V (builds with FLASHCORE_DECODE_AB_VARIANTS; graph replay only)")
+    parser.add_argument("--ab-batches", default="1,8")
     args = parser.parse_args()
 
     import flashcore
@@ -196,10 +254,19 @@ def main():
         "sdpa_efficient": torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,
         "sdpa_math": torch.nn.attention.SDPBackend.MATH,
     }
+    backends = {k: v for k, v in backends.items() if k.removeprefix("sdpa_") in args.sdpa_backends.split(",")}
     profile_batches = {int(b) for b in args.profile_batches.split(",") if b}
+    ab_variants = [v for v in args.ab.split(",") if v]
+    ab_batches = {int(b) for b in args.ab_batches.split(",") if b}
+    floors = {}
     for batch in [int(b) for b in args.batches.split(",")]:
         kv_bytes = 2 * batch * SK * HKV * D * 2
         copies = max(1, math.ceil(4 * L2_BYTES / kv_bytes))
+        if args.floor:
+            floors[batch] = read_floor(kv_bytes, args.calls, args.reps)
+            print(f"batch {batch}: read floor of {kv_bytes / 1e6:.1f} MB:",
+                  {k: (round(v["us"], 2), round(v["read_tbps"], 3), round(v["read_tbps"] * 1e12 / copy_bps, 3))
+                   for k, v in floors[batch].items() if v.get("us")}, "(us, TB/s read, of copy)", flush=True)
         q = torch.randn(batch, 1, H, D, dtype=torch.bfloat16, device="cuda")
         seqlens = torch.full((batch,), SK, dtype=torch.int32, device="cuda")
         base = dict(pass_="decode", dtype="bf16", head_dim=D, causal=False, batch=batch, heads=H, heads_kv=HKV,
@@ -241,10 +308,16 @@ def main():
             for item in filter(None, args.split_sweep.split(",")):
                 sweep_batch, counts = item.split(":")
                 sweep[int(sweep_batch)] = [int(c) for c in counts.split("/")]
-            variants = [(append, 0) for append in ([False, True] if args.append else [False])]
+            variants = [(append, 0, "") for append in ([False, True] if args.append else [False])]
             if page == 0:
-                variants += [(False, splits) for splits in sweep.get(batch, [])]
-            for append, forced_splits in variants:
+                variants += [(False, splits, "") for splits in sweep.get(batch, [])]
+            if batch in ab_batches:
+                variants += [(False, 0, ab) for ab in ab_variants]
+            for append, forced_splits, ab in variants:
+                if ab:
+                    os.environ["FLASHCORE_DECODE_AB"] = ab
+                else:
+                    os.environ.pop("FLASHCORE_DECODE_AB", None)
                 k_new = torch.randn(batch, 1, HKV, D, dtype=torch.bfloat16, device="cuda") if append else None
                 lens = seqlens - 1 if append else seqlens
 
@@ -252,7 +325,8 @@ def main():
                     return flashcore.flash_attn_with_kvcache(q, kcs[i], vcs[i], k_new, k_new, cache_seqlens=lens,
                                                              block_table=tables[i], num_splits=forced_splits,
                                                              check_indices=False)
-                row = dict(base, impl="flashcore" + args.label, kernels="sm80", page_size=page, append=append,
+                row = dict(base, impl="flashcore" + args.label + (f"_ab_{ab}" if ab else ""), kernels="sm80",
+                           page_size=page, append=append, ab_variant=ab or None,
                            num_splits=forced_splits or "auto",
                            decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",
                            decode_stages=os.environ.get("FLASHCORE_DECODE_STAGES") or "auto",
@@ -262,14 +336,16 @@ def main():
                 try:
                     ms, how = time_call(call, copies, args.calls, args.reps)
                     bps = kv_bytes / (ms * 1e-3)
-                    row.update(ms=ms, timing=how, ms_eager=time_eager(call, copies, args.calls, args.reps),
+                    row.update(ms=ms, timing=how,
+                               ms_eager=None if ab else time_eager(call, copies, args.calls, args.reps),
                                kv_tbps=bps / 1e12, frac_of_copy=bps / copy_bps,
                                frac_of_read_only=bps / copy_all["read_only"], reason=None)
                     if sdpa_best is not None:
                         row.update(sdpa_best=sdpa_best[0], speedup_vs_sdpa_best=sdpa_best[1] / ms)
                         eager_best = min(r["ms_eager"] for r in rows if r["batch"] == batch
                                          and r["impl"].startswith("sdpa") and r.get("ms_eager"))
-                        row["speedup_vs_sdpa_best_eager"] = eager_best / row["ms_eager"]
+                        if row["ms_eager"]:
+                            row["speedup_vs_sdpa_best_eager"] = eager_best / row["ms_eager"]
                         row["speedup_vs_sdpa"] = {r["impl"]: r["ms"] / ms for r in rows
                                                   if r["batch"] == batch and r["impl"].startswith("sdpa") and r.get("ms")}
                     # Correctness spot check against SDPA (float32 math) on copy 0.
@@ -283,7 +359,7 @@ def main():
                         q.transpose(1, 2).float(), kk.transpose(1, 2).float(), vv.transpose(1, 2).float(),
                         enable_gqa=True).transpose(1, 2)
                     row["max_abs_diff_vs_fp32"] = (out.float() - ref).abs().max().item() if not append else None
-                    if batch in profile_batches and not append and not forced_splits:
+                    if batch in profile_batches and not append and not forced_splits and not ab:
                         row["kernels_profile"] = profile_kernels(call, copies)
                         print("  kernels:", [(k["name"][:50], round(k["per_call"], 2), round(k["avg_us"], 2))
                                              for k in row["kernels_profile"]], flush=True)
@@ -294,6 +370,7 @@ def main():
                        if k in ("impl", "batch", "page_size", "append", "ms", "kv_tbps", "frac_of_copy",
                                 "speedup_vs_sdpa_best", "ms_eager", "speedup_vs_sdpa_best_eager",
                                 "max_abs_diff_vs_fp32", "num_splits", "reason")}, flush=True)
+            os.environ.pop("FLASHCORE_DECODE_AB", None)
             del kcs, vcs
             torch.cuda.empty_cache()
         for r in rows:
@@ -317,7 +394,8 @@ def main():
                      copy_bandwidths_tbps={k: v / 1e12 for k, v in copy_all.items()},
                      copy_bandwidth_end_tbps=copy_end_bps / 1e12,
                      copy_bandwidths_end_tbps={k: v / 1e12 for k, v in copy_end_all.items()},
-                     env={k: v for k, v in os.environ.items() if k.startswith("FLASHCORE_")}),
+                     env={k: v for k, v in os.environ.items() if k.startswith("FLASHCORE_")},
+                     read_floor={str(b): f for b, f in floors.items()}),
         method=__doc__, settings=vars(args), rows=rows)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:

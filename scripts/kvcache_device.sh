@@ -7,7 +7,12 @@
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
 # compiling. SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
 # main benchmark. Logs and JSON go to $OUT (the device
-# tool returns at most 8 files: skip steps or pack them).
+# tool returns at most 8 files: skip steps or pack them). PARALLEL=1 runs the correctness steps (GPU
+# tests, memcheck, racecheck) at the same time, before the benchmarks run alone: they check, not
+# time, and the device's held time is what a call costs (session 10: one call of ~160 s held).
+# The A/B kernels of a build with -DFLASHCORE_DECODE_AB_VARIANTS=ON are timed by the main benchmark
+# itself (BENCH_ARGS="--ab strided,pdl_merge,..."; bench/kvcache_decode.py --help and
+# decode_launch_template.h list the variants).
 #
 # Session 7 built the binaries on the (GPU-less) workstation and carried them:
 #   cmake -S . -B build/devkv -G Ninja -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
@@ -36,27 +41,39 @@ gtest() {  # name, env assignment or "", filter
   grep -E '^\[  FAILED  \]' "$out/gpu_tests_$name.txt" | head -10 | tee -a "$log"
 }
 
-step gpu
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
-wanted mma && gtest mma "" '*KvCache*'
-wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
-wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
-wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
-wanted per_chunk && gtest per_chunk FLASHCORE_DECODE_PAGE_IDS=per-chunk '*KvCache*paged*bf16*'
-if wanted memcheck; then
+memcheck() {
   step "compute-sanitizer memcheck"
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
     --gtest_filter="${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
     >"$out/memcheck.txt" 2>&1
   echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.txt" | tr '\n' ' ')" | tee -a "$log"
-fi
-if wanted racecheck; then
+}
+racecheck() {
   step "compute-sanitizer racecheck"
   timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" \
     --gtest_filter="${RACECHECK_FILTER:-CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
     >"$out/racecheck.txt" 2>&1
   echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck.txt" | tr '\n' ' ')" | tee -a "$log"
+}
+
+step gpu
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
+if [[ "${PARALLEL:-0}" == 1 ]]; then
+  # Each step's summary goes to a log of its own, appended to steps.txt after the wait.
+  wanted mma && (log="$out/steps_mma.txt" && gtest mma "" '*KvCache*') &
+  wanted memcheck && (log="$out/steps_memcheck.txt" && memcheck) &
+  wanted racecheck && (log="$out/steps_racecheck.txt" && racecheck) &
+  wait
+  for f in mma memcheck racecheck; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
+  skip="$skip mma memcheck racecheck "
 fi
+wanted mma && gtest mma "" '*KvCache*'
+wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted per_chunk && gtest per_chunk FLASHCORE_DECODE_PAGE_IDS=per-chunk '*KvCache*paged*bf16*'
+wanted memcheck && memcheck
+wanted racecheck && racecheck
 if wanted pytest; then
   step "python tests on cuda"
   PYTHONPATH=python timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_kvcache.py -k cuda \

@@ -1,8 +1,8 @@
 """Turns bench_ab.py's rows (ab.jsonl) into bench/results' row format (run context + rows {impl,
 kernels, pass, dtype, head_dim, causal, batch, heads, heads_kv, seqlen_q, seqlen_k, ms, tflops,
 reason}). impl names: flashcore / flashcore_det (this branch; kernels "sm90" or "sm90_splitS" when
-the kv split was forced), flashcore_base / flashcore_base_det (the library before session 9),
-sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
+the kv split was forced), flashcore_base / flashcore_base_det (the base library of the run),
+flashcore_variantN (section main: dev variant N of this branch's harness), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
 import json
 import sys
 
@@ -19,7 +19,9 @@ def main():
         shape = dict(dtype="bf16", head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
                      heads_kv=r["hkv"], seqlen_q=r["s"], seqlen_k=r["s"])
         flops = 2.5 * 4 * r["b"] * r["hq"] * r["s"] * r["s"] * r["d"] / (2 if r["causal"] else 1)
-        impl = "flashcore" + ("_base" if base else "") + ("_det" if r["det"] else "")
+        impl = "flashcore" + ("_base" if base else "") + ("_det" if r.get("det") else "")
+        if r.get("impl", "flashcore") != "flashcore":  # section main: a dev variant (variants.cu)
+            impl += "_" + r["impl"]
         splits = r.get("splits", 0)
         kernels = "sm90" if not splits else f"sm90_split{splits}"
         rows.append(dict(impl=impl, kernels=kernels, pass_="bwd", **shape, ms=flops / r["tflops"] / 1e9,

@@ -5,6 +5,9 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
   det:    MHA shapes, default and deterministic (the library before session 9 against this one);
   prof:   torch.profiler's per-kernel times of one backward (memset, preprocess, main, convert)
           beside cuDNN's, d128 MHA at 2k and 4k: how much of the pass is outside the main kernel.
+  main:   (session 10) the default mode at 16k tokens: d128 MHA, GQA 4:1 and 8:1 at 2k/4k/8k, causal
+          and not, and d256 MHA at 2k/4k; the library's kernels and each dev variant of AB_VARIANTS
+          (comma-separated, d128 ones) timed in two alternating rounds, the faster kept.
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
 else K/V repeated to every query head)."""
@@ -132,10 +135,33 @@ def prof_section():
         torch.cuda.empty_cache()
 
 
+def main_section():
+    variants = [int(x) for x in os.environ.get("AB_VARIANTS", "").split(",") if x]
+    shapes = [(16384 // s, s, 16, 16 // g, 128, causal) for g in (1, 4, 8) for s in (2048, 4096, 8192)
+              for causal in (False, True)]
+    shapes += [(16384 // s, s, 8, 8, 256, causal) for s in (2048, 4096) for causal in (False, True)]
+    for (b, s, hq, hkv, d, causal) in shapes:
+        p = Problem(b, s, hq, hkv, d, causal)
+        cudnn = p.flops / p.t_cudnn / 1e12
+        impls = [("flashcore", -1)] + [(f"variant{v}", v) for v in variants if d == 128]
+        best = {}
+        for _ in range(2):
+            for name, v in impls:
+                t = timeit(lambda: fc_sm90_bwd.backward(p.do, p.q, p.k, p.v, p.out, p.lse, causal, p.dq, p.dk, p.dv,
+                                                        variant=v))
+                best[name] = min(best.get(name, t), t)
+        for name, t in best.items():
+            emit(section="main", **p.shape(), impl=name, ms=t * 1e3, tflops=p.flops / t / 1e12, cudnn_tflops=cudnn,
+                 cudnn_ms=p.t_cudnn * 1e3, ratio=p.t_cudnn / t, cudnn_via=p.cudnn_via)
+        del p
+        torch.cuda.empty_cache()
+
+
 def main():
     new_lib = hasattr(fc_sm90_bwd._LIB, "fc_sm90_bwd_force_kv_splits")
     sections = os.environ.get("AB_SECTIONS", "splits,det,prof").split(",")
-    for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section)):
+    for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section),
+                     ("main", main_section)):
         if name in sections:
             try:
                 fn()

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Builds libfc_sm90_bwd.so (the sm90 backward instantiations in $TUS + the ctypes entry) into $1
-# (default /work/main/.devcarry-sm90bwd), one TU at a time; logs ptxas output per TU.
+# (default /work/main/.devcarry-sm90bwd), one TU at a time; logs ptxas output per TU. VARIANTS=1 adds
+# variants.cu (VARIANT_DEFS: its -D switches, e.g. -DFC_BWD_NO_D256_VARIANTS).
 set -e
 source "$(dirname "$0")/flags.sh"
 OUTDIR=${1:-/work/main/.devcarry-sm90bwd}
@@ -26,7 +27,7 @@ if [ -n "$VARIANTS" ]; then
   newest=$(ls -t "$ROOT"/dev/sm90_bwd/variants.cu "$ROOT"/src/cuda/sm90/*.h | head -1)
   if [ ! -f "$OBJ/variants.o" ] || [ "$newest" -nt "$OBJ/variants.o" ]; then
     t0=$(date +%s)
-    nice -n 5 $NVCC $NVCC_FLAGS -c "$ROOT/dev/sm90_bwd/variants.cu" -o "$OBJ/variants.o" > "$OBJ/variants.log" 2>&1 || { cat "$OBJ/variants.log"; exit 1; }
+    nice -n 5 $NVCC $NVCC_FLAGS $VARIANT_DEFS -c "$ROOT/dev/sm90_bwd/variants.cu" -o "$OBJ/variants.o" > "$OBJ/variants.log" 2>&1 || { cat "$OBJ/variants.log"; exit 1; }
     echo "variants $(( $(date +%s) - t0 ))s"
   fi
 fi
@@ -34,5 +35,5 @@ nice -n 5 $NVCC $NVCC_FLAGS $DEFS -c "$ROOT/dev/sm90_bwd/capi.cu" -o "$OBJ/capi.
 nice -n 5 $NVCC $NVCC_FLAGS -c "$ROOT/src/cuda/sm90/bwd_workspace.cu" -o "$OBJ/bwd_workspace.o"
 $NVCC -gencode=arch=compute_90a,code=sm_90a -shared -o "$OUTDIR/libfc_sm90_bwd.so" "$OBJ"/capi.o "$OBJ"/bwd_workspace.o \
   $EXTRA_OBJS $(for tu in $TUS; do echo "$OBJ/$tu.o"; done)
-cp "$ROOT"/dev/sm90_bwd/*.py "$ROOT"/dev/sm90_bwd/run_device.sh "$OUTDIR"/
+cp "$ROOT"/dev/sm90_bwd/*.py "$ROOT"/dev/sm90_bwd/device_run.sh "$OUTDIR"/
 grep -h "C7508\|C7517\|spill\|Used" $(for tu in $TUS; do echo "$OBJ/$tu.log"; done) | sort | uniq -c

@@ -96,6 +96,10 @@ static fc::BwdParams make_params(int batch, int heads_q, int heads_kv, int seqle
   return p;
 }
 
+// The head dim whose workspace plan a dev variant needs: variants 7-9 are d256 kernels, the rest
+// d64 or d128 ones (a d128 plan covers both: a d64 kernel uses the first half of each row).
+extern "C" int fc_sm90_bwd_variant_dim(int variant) { return variant >= 7 && variant <= 9 ? 256 : 128; }
+
 extern "C" int64_t fc_sm90_bwd_workspace_size(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                                               int head_dim, int kernel_dim, int deterministic, int sm_count) {
   fc::BwdParams p = make_params(batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, 1.0f, 0, deterministic, sm_count);
@@ -129,9 +133,8 @@ extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* 
                               &p.do_strides, &p.dq_strides, &p.dk_strides, &p.dv_strides};
   for (int i = 0; i < 8; ++i) *ts[i] = {strides[3 * i], strides[3 * i + 1], strides[3 * i + 2]};
   p.lse_strides = {strides[24], strides[25]};
-  // Variants 4-6 are d64 or d128 kernels: a d128 plan covers both (a d64 kernel uses the first half
-  // of each row); variants 7 and up are d256 kernels.
-  fc::sm90::plan_bwd_workspace(p, kernel_dim >= 1000 ? (kernel_dim >= 1007 ? 256 : 128) : kernel_dim).carve(workspace, &p);
+  fc::sm90::plan_bwd_workspace(p, kernel_dim >= 1000 ? fc_sm90_bwd_variant_dim(kernel_dim - 1000) : kernel_dim)
+      .carve(workspace, &p);
   flashcore::Status st = flashcore::Status::Ok();
 #ifdef FC_BWD_VARIANTS
   if (kernel_dim >= 1000) {

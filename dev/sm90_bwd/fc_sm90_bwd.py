@@ -32,7 +32,7 @@ def kernel_dim(d):
 
 
 POISON_WS = bool(os.environ.get("POISON_WS"))  # check.py: dq_accum must be zeroed by the pass itself
-VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 7, 8 at d256
+VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 8, 9 at d256, 10 at d128
 
 
 def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None):
@@ -53,7 +53,7 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
     assert lse.stride(2) == 1
     strides += [lse.stride(0), lse.stride(1)]
     arr = (ctypes.c_int64 * 26)(*strides)
-    ws_dim = kd if variant < 0 else (256 if variant >= 7 else 128)  # as capi.cu plans the variants' workspace
+    ws_dim = kd if variant < 0 else _LIB.fc_sm90_bwd_variant_dim(variant)  # as capi.cu plans the variants' workspace
     ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
     workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
     if POISON_WS:  # NaN in every float of the workspace: whatever the pass does not write shows

@@ -6,14 +6,14 @@
 // dtypes), so these tests do not depend on the forward kernel. dq, dk and dv are NaN-poisoned on
 // the device before every run. The deterministic option is checked bit-exact over repeated runs.
 // With FLASHCORE_KERNELS forcing a family (scripts/device.sh reruns the suite once per family),
-// the head dims that family has no backward kernel for are skipped, each with a note.
+// the head dims that family has no backward kernel for are skipped, each with a note; so are the
+// head dims and dtypes a trimmed build (FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES) lacks.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -61,20 +61,6 @@ const std::vector<BwdCase>& backward_cases() {
       {"d32_packed", {2, 77, 77, 3, 3, 32, false}, Layout::kPackedQkv},
   };
   return cases;
-}
-
-// True when FLASHCORE_KERNELS forces a kernel family that has no backward kernel for this case's
-// dtype and head dim (e.g. a build trimmed by FLASHCORE_HEAD_DIMS): the case belongs to another
-// family's run. Prints a note so the skip is visible in the log.
-bool forced_family_lacks_kernel(const Status& status, const AttentionShape& shape) {
-  const char* env = std::getenv("FLASHCORE_KERNELS");
-  const bool forced = env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0;
-  if (!forced || status.code() != StatusCode::kNotSupported ||
-      status.message().find("has no kernel for dtype") == std::string::npos) {
-    return false;
-  }
-  std::printf("note: skipped %s: FLASHCORE_KERNELS=%s has no backward kernel for it\n", shape_name(shape).c_str(), env);
-  return true;
 }
 
 // out and lse of the float64 reference forward, rounded to their dtypes, into `t`.
@@ -156,7 +142,7 @@ TEST_P(CudaBackward, MatchesReferenceWithinThreeTimesTheSamePrecisionError) {
   fill_forward_outputs(t);
   BackwardRun run(t);
   const Status status = run.run(t, /*deterministic=*/false);
-  if (forced_family_lacks_kernel(status, c.shape)) GTEST_SKIP() << status.message();
+  if (run_lacks_kernel(status, shape_name(c.shape))) GTEST_SKIP() << status.message();
   ASSERT_TRUE(status.ok()) << status.message();
   expect_gradients_match_reference(t);
 }
@@ -213,7 +199,7 @@ TEST(CudaBackwardDeterministic, BitIdenticalOverRepeatedRuns) {
     bool served = true;
     for (int repeat = 0; repeat < kRepeats; ++repeat) {
       const Status status = run.run(t, /*deterministic=*/true);
-      if (forced_family_lacks_kernel(status, s)) {
+      if (run_lacks_kernel(status, shape_name(s))) {
         served = false;
         break;
       }
@@ -253,7 +239,7 @@ TEST(CudaBackwardGqaSplit, KvGradientsBitIdenticalAndCorrect) {
       bool served = true;
       for (int repeat = 0; repeat < kRepeats; ++repeat) {
         const Status status = run.run(t, /*deterministic=*/false);
-        if (forced_family_lacks_kernel(status, s)) {
+        if (run_lacks_kernel(status, shape_name(s))) {
           served = false;
           break;
         }
@@ -329,7 +315,7 @@ TEST(CudaBackwardSanitize, SmallGrid) {
       fill_forward_outputs(t);
       BackwardRun run(t);
       const Status status = run.run(t, deterministic);
-      if (forced_family_lacks_kernel(status, s)) continue;
+      if (run_lacks_kernel(status, shape_name(s))) continue;
       ASSERT_TRUE(status.ok()) << status.message();
       expect_gradients_match_reference(t);
     }
@@ -354,7 +340,7 @@ TEST(CudaBackwardStaged, HeadDimsNotAMultipleOf8AndUnalignedRows) {
       ASSERT_EQ(cudaMalloc(&workspace, bytes), cudaSuccess);
       const Status status = run.run(t, /*deterministic=*/false, nullptr, workspace, bytes);
       cudaFree(workspace);
-      if (forced_family_lacks_kernel(status, s)) continue;
+      if (run_lacks_kernel(status, shape_name(s))) continue;
       ASSERT_TRUE(status.ok()) << status.message();
       expect_gradients_match_reference(t);
     }

@@ -1,6 +1,7 @@
 // See device_tensors.h.
 #include "device_tensors.h"
 
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -32,6 +33,17 @@ std::string gpu_unavailable_reason() {
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   if (major < 8) return "the GPU kernels need compute capability 8.0 or newer";
   return "";
+}
+
+bool run_lacks_kernel(const Status& status, const std::string& case_name) {
+  if (status.code() != StatusCode::kNotSupported) return false;
+  const std::string& message = status.message();
+  // select_kernel's two wordings (src/cuda/dispatch.cu): a forced family, or kernels=auto.
+  const bool forced_family = message.find("family has no kernel for dtype") != std::string::npos;
+  const bool trimmed_build = message.find("no CUDA kernel for dtype") != std::string::npos;
+  if (!forced_family && !trimmed_build) return false;
+  std::printf("note: skipped %s: %s\n", case_name.c_str(), message.c_str());
+  return true;
 }
 
 DeviceMirror::DeviceMirror(const HostTensor& host) : host_view_(host.view()), span_elements_(span_of(host_view_)) {

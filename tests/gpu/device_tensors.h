@@ -12,12 +12,19 @@
 
 #include "common/attention_tensors.h"
 #include "common/host_tensor.h"
+#include "flashcore/tensor.h"
 
 namespace flashcore::testing {
 
 // Skip the calling test, with the reason, when no CUDA device can run it. Use as
 //   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
 std::string gpu_unavailable_reason();
+
+// True, with a note on stdout, when `status` says this run has no kernel for the case's dtype and
+// head dim: FLASHCORE_KERNELS forces a family without one, or the build was trimmed
+// (FLASHCORE_HEAD_DIMS / FLASHCORE_DTYPES). The case belongs to another run or build; every other
+// status (an option refused, a launch error) stays the caller's failure.
+bool run_lacks_kernel(const Status& status, const std::string& case_name);
 
 // The device bytes spanned by one host view: from its first element to its last. Slices of one
 // packed host buffer get separate device copies of their spans; strides are preserved.

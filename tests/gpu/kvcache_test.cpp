@@ -6,7 +6,9 @@
 // written. Outputs are NaN-poisoned on the device before every run.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -185,6 +187,52 @@ TEST(CudaKvCacheSanitize, ManySplitsMergeInBatches) {
       const std::string failures = run_against_reference(c, DType::kBFloat16, 21);
       EXPECT_TRUE(failures.empty()) << "page " << page << ", head_dim " << head_dim << ", splits " << splits << ": "
                                     << failures;
+    }
+  }
+}
+
+// Cache positions past each sequence hold NaN (a fresh cache may): the kernels must never let them
+// into the result. A V row read past the sequence and not zeroed would give 0 x NaN = NaN: the
+// kernels zero-fill such rows instead of reading them, and v7's early loads (an A/B variant,
+// decode_mma_kernel.h's kScheduleEarlyLoads) read a split's first tiles up to the capacity before
+// cache_seqlens arrives and zero the keys past the sequence after they land. Sequences end inside a tile and inside a warp's
+// 16 keys, some splits see no key at all; contiguous and paged, split counts auto, 40 and 3. The
+// poisoned positions must still be NaN afterwards (nothing written there) and are then set to 0 in
+// both the result and the "before" copies, so the usual check judges the rest.
+TEST(CudaKvCacheSanitize, NanPastTheSequenceNeverReachesTheResult) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (const std::int64_t page : {0, 16}) {
+    for (const int splits : {0, 40, 3}) {
+      KvCacheCase c{"nan_past_sequence", 3, 1, 32, 8, 128, 4096, page};
+      c.num_splits = splits;
+      KvCacheTensors t(c, DType::kBFloat16, 31);
+      t.cache_seqlens = {1000, 4096, 7};  // 15 tiles + 40 keys (2.5 warps), the full cache, 7 keys
+      const std::int64_t hkv = t.c.heads_kv, d = t.c.head_dim, slots = t.k_cache.shape()[1];
+      std::vector<bool> in_sequence(static_cast<size_t>(t.k_cache.numel()), false);
+      for (std::int64_t b = 0; b < t.c.batch; ++b)
+        for (std::int64_t pos = 0; pos < t.cache_seqlens[b]; ++pos) {
+          const std::int64_t row = page > 0 ? t.block_table[b * t.max_pages + pos / page] : b;
+          const std::int64_t slot = page > 0 ? pos % page : pos;
+          for (std::int64_t e = 0; e < hkv * d; ++e) in_sequence[((row * slots + slot) * hkv) * d + e] = true;
+        }
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (std::int64_t i = 0; i < t.k_cache.numel(); ++i)
+        if (!in_sequence[i])
+          for (HostTensor* x : {&t.k_cache, &t.v_cache, &t.k_cache_before, &t.v_cache_before}) x->set(i, nan);
+      DeviceKvCache dev(t);
+      const Status status = forward_kvcache(dev.params());
+      ASSERT_TRUE(status.ok()) << status.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      dev.download(t);
+      std::int64_t written = 0;
+      for (std::int64_t i = 0; i < t.k_cache.numel(); ++i)
+        if (!in_sequence[i]) {
+          written += !std::isnan(t.k_cache.get(i)) || !std::isnan(t.v_cache.get(i));
+          for (HostTensor* x : {&t.k_cache, &t.v_cache, &t.k_cache_before, &t.v_cache_before}) x->set(i, 0.0);
+        }
+      EXPECT_EQ(written, 0) << "page " << page << ", splits " << splits;
+      const std::string failures = check_kvcache_results(t);
+      EXPECT_TRUE(failures.empty()) << "page " << page << ", splits " << splits << ": " << failures;
     }
   }
 }

@@ -87,25 +87,18 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
 // columns (they do not depend on the weights); the LSEs reduce with shuffles into weights kept in
 // shared memory while those loads are in flight, then each lane sums its 4 columns over the splits.
 // This tail runs after the slowest split, so its L2 round trips add straight to the step's time:
-// v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), this 2.
-template <typename Element, int kRows, int kThreads>
-__device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
-                                                         int num_splits) {
+// v5 issued the LSEs first and then 8 partials at a time (5 round trips at 32 splits), v6 16 at a
+// time (2). kInFlight = 32 (one round trip at 32 splits; an A/B variant) measured no faster (v7):
+// what the tail costs (~4 us at batch 1) is the chain fence -> count -> loads -> stores, not the
+// number of round trips.
+// The merge of one (sequence, kv head, row block)'s rows once every split's partial is visible:
+// merge_splits_in_last_cta's second half, and decode_merge_kernel's whole body.
+template <typename Element, int kRows, int kThreads, int kInFlight = 16>
+__device__ __forceinline__ void merge_split_rows(const DecodeParams& p, int b, int hk, int row0, int num_splits) {
   constexpr int kWarps = kThreads / 32;
-  constexpr int kInFlight = 16;  // 16-byte loads a lane has in flight: 64 registers, free after the mainloop
+  // kInFlight: 16-byte loads a lane has in flight (4 registers each), free after the mainloop.
   static_assert(kMaxSplits <= 4 * 32, "four LSEs a lane");
-  __shared__ bool is_last;
   __shared__ float weights[kWarps][kMaxSplits];
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned* counter = p.split_counters + (static_cast<std::int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
-    is_last = atomicInc(counter, static_cast<unsigned>(num_splits - 1)) == static_cast<unsigned>(num_splits - 1);
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int rows_total = p.group_size * p.seqlen_q;
@@ -174,5 +167,42 @@ __device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, 
     __syncwarp();  // the weights are read before the next row overwrites them
   }
 }
+
+template <typename Element, int kRows, int kThreads, int kInFlight = 16>
+__device__ __forceinline__ void merge_splits_in_last_cta(const DecodeParams& p, int b, int hk, int row0,
+                                                         int num_splits) {
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = p.split_counters + (static_cast<std::int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
+    is_last = atomicInc(counter, static_cast<unsigned>(num_splits - 1)) == static_cast<unsigned>(num_splits - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  merge_split_rows<Element, kRows, kThreads, kInFlight>(p, b, hk, row0, num_splits);
+}
+
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+// An A/B variant (docs/kvcache.md, v7 call 3: measured no faster at batch 1, 21.3 us against 21.0):
+// the merge as a kernel of its own, one CTA a (sequence, kv head, row block) like the fused merge's
+// last CTA, launched with programmatic dependent launch (decode_launch_template.h, "pdl_merge")
+// right behind a decode kernel that only stores its partials (no fence, no arrival count) and lets
+// its dependents launch early (griddepcontrol.launch_dependents): this kernel's CTAs wait in
+// griddepcontrol.wait, which returns once the decode grid has finished and its stores are visible —
+// the point the fence and count reached too, hence no gain. sm90+; on older GPUs the launch falls
+// back to stream order and the wait is compiled out.
+template <typename Element, int kRows, int kThreads>
+__global__ void __launch_bounds__(kThreads) decode_merge_kernel(const __grid_constant__ DecodeParams p,
+                                                               int num_splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  const int m_blocks = (p.group_size * p.seqlen_q + kRows - 1) / kRows;
+  merge_split_rows<Element, kRows, kThreads>(p, blockIdx.z, blockIdx.y / m_blocks, (blockIdx.y % m_blocks) * kRows,
+                                             num_splits);
+}
+#endif
 
 }  // namespace flashcore::cuda::sm80

@@ -17,7 +17,7 @@
 
 namespace flashcore::cuda::sm80 {
 
-template <typename Element, int kHeadDim, int kRows, int kGroups, int kThreads>
+template <typename Element, int kHeadDim, int kRows, int kGroups, int kThreads, int kMergeInFlight = 16>
 __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const float* merge_o, const float* merge_ml,
                                                 int b, int hk, int row0, int split, int num_splits) {
   constexpr int kLanes = kHeadDim / 8;
@@ -59,7 +59,7 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const flo
     }
   }
   if (num_splits > 1 && p.split_counters != nullptr) {
-    merge_splits_in_last_cta<Element, kRows, kThreads>(p, b, hk, row0, num_splits);
+    merge_splits_in_last_cta<Element, kRows, kThreads, kMergeInFlight>(p, b, hk, row0, num_splits);
   }
 }
 

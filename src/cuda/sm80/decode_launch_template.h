@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_splits.h"
@@ -72,10 +74,24 @@ inline bool use_combine_kernel() {
   return on;
 }
 
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+inline std::string decode_ab_variant() {  // FLASHCORE_DECODE_AB (run_decode_ab below)
+  const char* env = std::getenv("FLASHCORE_DECODE_AB");
+  return env == nullptr ? std::string() : std::string(env);
+}
+#endif
+
+// Traits::kPdlMerge where the traits have it (the tensor-core kernel's; the FMA kernel's do not).
+template <class Traits, class = void>
+struct pdl_merge : std::false_type {};
+template <class Traits>
+struct pdl_merge<Traits, std::void_t<decltype(Traits::kPdlMerge)>> : std::bool_constant<Traits::kPdlMerge> {};
+
 template <class Traits, class Kernel>
 Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel kernel) {
   using Element = typename Traits::Element;
   constexpr int kSmem = Traits::kSmemBytes;
+  constexpr bool kPdlMerge = pdl_merge<Traits>::value;
   if constexpr (kSmem > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   }
@@ -106,7 +122,10 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
         acquire_decode_workspace(p.device.ordinal, stream, partial_bytes, counters_bytes, &workspace));
     p.o_accum = static_cast<float*>(workspace.partials);
     p.lse_accum = p.o_accum + partial_rows * p.head_dim;
-    if (fused_combine) p.split_counters = static_cast<unsigned*>(workspace.counters);
+    if (fused_combine && !kPdlMerge) p.split_counters = static_cast<unsigned*>(workspace.counters);
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+    if (fused_combine && decode_ab_variant() == "no_merge") p.split_counters = nullptr;  // diagnostic: partials only
+#endif
   }
   Status status = Status::Ok();
   if (p.seqlen_new > 0) {
@@ -117,6 +136,27 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
     kernel<<<dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream>>>(p);
     status = cuda_status(cudaGetLastError(), "flashcore::forward_kvcache: launching the decode kernel");
   }
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+  if constexpr (kPdlMerge) {
+    if (status.ok() && num_splits > 1) {
+      // Programmatic dependent launch (sm90+): the merge kernel may start before the decode grid
+      // ends; its griddepcontrol.wait holds it until the partials are visible.
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(1, p.heads_kv * m_blocks, p.batch);
+      config.blockDim = dim3(Traits::kThreads);
+      config.dynamicSmemBytes = 0;
+      config.stream = stream;
+      cudaLaunchAttribute attribute[1];
+      attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute[0].val.programmaticStreamSerializationAllowed = p.device.compute_capability >= 90 ? 1 : 0;
+      config.attrs = attribute;
+      config.numAttrs = 1;
+      status = cuda_status(
+          cudaLaunchKernelEx(&config, decode_merge_kernel<Element, Traits::kRows, Traits::kThreads>, p, num_splits),
+          "flashcore::forward_kvcache: launching the split merge kernel");
+    }
+  }
+#endif
   if (status.ok() && num_splits > 1 && !fused_combine) {
     const std::int64_t query_rows = static_cast<std::int64_t>(p.batch) * p.heads_q * p.seqlen_q;
     decode_combine_kernel<Element><<<static_cast<unsigned>(query_rows), kCombineThreads, 0, stream>>>(p, num_splits);
@@ -127,11 +167,58 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   return status;
 }
 
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+// Device A/B runs only (CMake FLASHCORE_DECODE_AB_VARIANTS): FLASHCORE_DECODE_AB, read at every call
+// so one process can time them all, picks v7's experiments in place of the default kernel (bf16,
+// head dim 128): "chains2", "strided", "early", "merge32" (contiguous caches), "pdl_merge" (the
+// merge as a kernel behind a programmatic dependent launch), or a diagnostic with
+// wrong results: "loads_only" (no math), "no_merge" (the splits' partials are not merged).
+// docs/kvcache.md, v7.
+template <typename Element, int kHeadDim>
+bool run_decode_ab(const DecodeParams& params, cudaStream_t stream, Status* status) {
+  if constexpr (kHeadDim == 128 && std::is_same_v<Element, cutlass::bfloat16_t>) {
+    const std::string ab = decode_ab_variant();
+    if (ab.empty() || ab == "no_merge") return false;
+    const bool paged = params.block_table != nullptr;
+    const auto run = [&](auto traits) {
+      using Traits = decltype(traits);
+      *status = launch_decode<Traits>(params, stream, &decode_mma_kernel<Traits>);
+      return true;
+    };
+    // The default's stages and page offsets (run_decode below): 3 stages contiguous, 2 + lane offsets paged.
+    if (ab == "chains2") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 2>{}) : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 2>{});
+    }
+    if (ab == "strided") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleStrided>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleStrided>{});
+    }
+    if (ab == "early") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleEarlyLoads>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleEarlyLoads>{});
+    }
+    if (ab == "merge32" && !paged) return run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 32>{});
+    if (ab == "pdl_merge") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, false, true>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, false, true>{});
+    }
+    if (ab == "loads_only") {
+      return paged ? run(DecodeMmaTraits<Element, kHeadDim, 2, true, 1, kScheduleContiguous, 16, true>{})
+                   : run(DecodeMmaTraits<Element, kHeadDim, 3, false, 1, kScheduleContiguous, 16, true>{});
+    }
+  }
+  return false;
+}
+#endif
+
 // The tensor-core kernel packs 16 rows a CTA; the FMA kernel 4 (q, the accumulators and the scores
 // in ~200 registers; 8 rows spilled), more rows running as more row blocks.
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   if (!use_fma_decode_kernel()) {
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+    if (Status status = Status::Ok(); run_decode_ab<Element, kHeadDim>(params, stream, &status)) return status;
+#endif
     // Contiguous caches never take the page-offset path: their kernels are built without it (v4
     // measured code a contiguous cache never runs slowing it down).
     const bool paged = params.block_table != nullptr;

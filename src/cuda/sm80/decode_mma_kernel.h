@@ -34,11 +34,35 @@ namespace flashcore::cuda::sm80 {
 // kPageIdsByLane: for a paged cache, each lane of a warp finds one key's cache offsets (one
 // block-table read and one division by the page size) and the warp shares them by shuffles, instead
 // of every lane doing that for each of the 8 keys whose chunks it copies (docs/kvcache.md, v6).
-template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false>
+// The rest are v7's experiments (docs/kvcache.md), measured on the H100 and left off by default;
+// builds with FLASHCORE_DECODE_AB_VARIANTS time them against the default (decode_launch_template.h):
+// kSChains: independent accumulators S = Q K^T is summed in over the head dim's k-steps (k-step ks
+// into chain ks % kSChains), added before the softmax (a tile's dependent MMA chain 8 -> 4 at d128).
+// kSchedule: which tiles a split reads (decode_schedule.h): kScheduleContiguous (the default), or
+// kScheduleStrided (split s: tiles s, s + S, ...), or kScheduleEarlyLoads (strided, and the first kStages - 1
+// tiles' loads go out before cache_seqlens is read, where decode::early_loads_allowed says so).
+// kMergeInFlight: 16-byte partial loads a lane of the split merge keeps in flight (decode_combine.h):
+// 32 merges 32 splits in one L2 round trip, with 128 registers for them.
+// kLoadsOnly: a diagnostic, wrong results: the tiles are loaded and waited for, no math.
+// kPdlMerge: the kernel stores its partials only and lets a dependent
+// merge kernel launch early (decode_combine.h, decode_merge_kernel).
+inline constexpr int kScheduleContiguous = 0;
+inline constexpr int kScheduleStrided = 1;
+inline constexpr int kScheduleEarlyLoads = 2;
+template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 1,
+          int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false,
+          bool kPdlMerge_ = false>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kPageIdsByLane = kPageIdsByLane_;
+  static constexpr int kSChains = kSChains_;
+  static constexpr int kSchedule = kSchedule_;
+  static constexpr bool kEarlyLoads = kSchedule_ == kScheduleEarlyLoads;
+  static constexpr bool kStrided = kSchedule_ != kScheduleContiguous;
+  static constexpr int kMergeInFlight = kMergeInFlight_;
+  static constexpr bool kLoadsOnly = kLoadsOnly_;
+  static constexpr bool kPdlMerge = kPdlMerge_;
   static constexpr int kRows = 16;  // the MMA's M
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
@@ -51,8 +75,13 @@ struct DecodeMmaTraits {
   static constexpr int kPipelineBytes = (kQOffset + kRows * kHeadDim) * static_cast<int>(sizeof(Element));
   static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes);
+  // CTAs a SM the shared memory allows at d128 (2 stages: 68 KB, 3; 3 stages: 100 KB, 2), asked of
+  // ptxas so the registers do not lower it: 3 CTAs of 128 threads need <= 170 registers (v7's two S
+  // chains with early loads took the 2-stage kernel to 185 without it: 2 CTAs a SM).
+  static constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : kStages <= 2 ? 3 : 2;
   static_assert(kHeadDim % 64 == 0, "the swizzle needs at least 8 chunks a row; 16-column MMA k-steps");
   static_assert(kWarpKeys <= 32, "one lane a key when the lanes share the page offsets");
+  static_assert((kHeadDim / 16) % kSChains == 0, "whole k-steps a chain");
 };
 
 namespace decode_mma {
@@ -113,7 +142,7 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
 }  // namespace decode_mma
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decode_mma_kernel(const __grid_constant__ DecodeParams p) {
   using Element = typename Traits::Element;
   using namespace decode_mma;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -137,15 +166,21 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   const int group_id = lane / 4;  // the accumulator row this lane holds (and + 8)
   const int tig = lane % 4;       // thread in group: the accumulator column pair
 
-  // ---- scheduler ----
-  const decode::DecodeWork w = decode::schedule<kBlockN>(p, b, split, num_splits);
-  const decode::ScoreRule rule = decode::score_rule(p, w);
+  // ---- scheduler: which tiles this split reads (strided with early loads, decode_schedule.h) ----
+  // With early loads the first kStages - 1 tiles' loads are issued for a sequence that fills the
+  // cache, before schedule() reads cache_seqlens; keys past the real sequence are zeroed once they
+  // land (below), tiles past it are never read.
+  const bool early = Traits::kEarlyLoads && decode::early_loads_allowed(p);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel behind this one may launch now: its CTAs wait in griddepcontrol.wait.
+  if constexpr (Traits::kPdlMerge) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // ---- mainloop: each warp streams its 16 keys of every tile through a kStages-deep pipeline ----
   const Element* k_base = static_cast<const Element*>(p.k_cache) + hk * p.k_cache_strides.head;
   const Element* v_base = static_cast<const Element*>(p.v_cache) + hk * p.v_cache_strides.head;
   const auto warp_stage = [&](int stage) { return smem + (stage * Traits::kWarps + warp) * 2 * Traits::kWarpTileElems; };
-  const auto load_tile = [&](int tile, int stage) {
+  const auto load_tile = [&](const decode::DecodeWork& lw, int tile, int stage) {
     Element* sk = warp_stage(stage);
     Element* sv = sk + Traits::kWarpTileElems;
     if constexpr (Traits::kPageIdsByLane) {
@@ -154,7 +189,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
         // shuffle. Key row n of the tile is chunk-copied by lanes with idx / kChunks == n.
         const int key0 = tile * kBlockN + warp * kWarpKeys;
         std::int64_t lane_k_off = 0, lane_v_off = 0;
-        const bool lane_valid = decode::kv_offsets(p, w, b, key0 + lane % kWarpKeys, &lane_k_off, &lane_v_off);
+        const bool lane_valid = decode::kv_offsets(p, lw, b, key0 + lane % kWarpKeys, &lane_k_off, &lane_v_off);
         const unsigned valid_keys = __ballot_sync(0xffffffffu, lane_valid);
 #pragma unroll
         for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
@@ -175,17 +210,30 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
       const int c = idx % kChunks;
       std::int64_t k_off = 0, v_off = 0;
       const bool valid =
-          c * 8 < p.head_dim && decode::kv_offsets(p, w, b, tile * kBlockN + warp * kWarpKeys + n, &k_off, &v_off);
+          c * 8 < p.head_dim && decode::kv_offsets(p, lw, b, tile * kBlockN + warp * kWarpKeys + n, &k_off, &v_off);
       decode::cp_async_16(sk + swizzled<kHeadDim>(n, c), valid ? k_base + k_off + c * 8 : k_base, valid);
       decode::cp_async_16(sv + swizzled<kHeadDim>(n, c), valid ? v_base + v_off + c * 8 : v_base, valid);
     }
   };
-
-  // The first tiles' loads go out before q is prepared, so the two latencies overlap.
+  if (early) {
+    const decode::DecodeWork spec = decode::speculative_work(p, b);
 #pragma unroll
-  for (int s = 0; s < Traits::kStages - 1; ++s) {
-    if (w.tile_begin + s < w.tile_end) load_tile(w.tile_begin + s, s);
-    decode::cp_async_commit();
+    for (int s = 0; s < Traits::kStages - 1; ++s) {
+      load_tile(spec, split + s * num_splits, s);  // keys past the capacity: zero-filled, nothing read
+      decode::cp_async_commit();
+    }
+  }
+  const decode::DecodeWork w = decode::schedule<kBlockN, Traits::kStrided>(p, b, split, num_splits);
+  const decode::ScoreRule rule = decode::score_rule(p, w);
+  const int steps = w.tile_end > w.tile_begin ? (w.tile_end - w.tile_begin + w.tile_step - 1) / w.tile_step : 0;
+
+  // Otherwise the first tiles' loads go out before q is prepared, so the two latencies overlap.
+  if (!early) {
+#pragma unroll
+    for (int s = 0; s < Traits::kStages - 1; ++s) {
+      if (s < steps) load_tile(w, w.tile_begin + s * w.tile_step, s);
+      decode::cp_async_commit();
+    }
   }
   // ---- q into shared memory: rotated, rounded to the dtype, zero past the rows and head_dim ----
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += Traits::kThreads) {
@@ -218,26 +266,50 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; summed over the row's 4 lanes at the end
 
-  for (int tile = w.tile_begin; tile < w.tile_end; ++tile) {
-    const int ahead = tile + Traits::kStages - 1;
+  for (int step = 0; step < steps; ++step) {
+    const int tile = w.tile_begin + step * w.tile_step;
+    const int ahead = step + Traits::kStages - 1;
     __syncwarp();  // every lane is done reading the stage `ahead` reuses
-    if (ahead < w.tile_end) load_tile(ahead, (ahead - w.tile_begin) % Traits::kStages);
+    if (ahead < steps) load_tile(w, w.tile_begin + ahead * w.tile_step, ahead % Traits::kStages);
     decode::cp_async_commit();
     decode::cp_async_wait<Traits::kStages - 1>();
+    Element* sk = warp_stage(step % Traits::kStages);
+    Element* sv = sk + Traits::kWarpTileElems;
+    if (early && step < Traits::kStages - 1 && (tile + 1) * kBlockN > w.seqlen_k) {
+      // An early tile read keys up to the capacity: zero the keys past the sequence (this lane's own
+      // chunks, landed by the wait above), V too, as 0 x NaN in a fresh cache would be NaN.
+#pragma unroll
+      for (int idx = lane; idx < kWarpKeys * kChunks; idx += 32) {
+        const int n = idx / kChunks;
+        if (tile * kBlockN + warp * kWarpKeys + n >= w.seqlen_k) {
+          *reinterpret_cast<uint4*>(sk + swizzled<kHeadDim>(n, idx % kChunks)) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(sv + swizzled<kHeadDim>(n, idx % kChunks)) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
     __syncwarp();  // the warp's chunks of `tile` are visible to every lane
-    const Element* sk = warp_stage((tile - w.tile_begin) % Traits::kStages);
-    const Element* sv = sk + Traits::kWarpTileElems;
+    if constexpr (Traits::kLoadsOnly) continue;
 
-    // S = Q K^T: 16 rows x 16 keys (two n-tiles of 8), k-steps of 16 columns.
-    float s[2][4] = {};
+    // S = Q K^T: 16 rows x 16 keys (two n-tiles of 8), k-steps of 16 columns, in kSChains
+    // independent accumulator chains summed before the softmax.
+    float sc[Traits::kSChains][2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
       std::uint32_t a[4], bk[4];
       ldmatrix_x4(a, sQ + swizzled<kHeadDim>((lane % 8) + ((lane / 8) & 1) * 8, 2 * ks + lane / 16));
       ldmatrix_x4(bk, sk + swizzled<kHeadDim>((lane % 8) + (lane / 16) * 8, 2 * ks + ((lane / 8) & 1)));
-      mma_16816<Element>(s[0], a, bk[0], bk[1]);
-      mma_16816<Element>(s[1], a, bk[2], bk[3]);
+      mma_16816<Element>(sc[ks % Traits::kSChains][0], a, bk[0], bk[1]);
+      mma_16816<Element>(sc[ks % Traits::kSChains][1], a, bk[2], bk[3]);
     }
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = sc[0][nt][e];
+#pragma unroll
+        for (int chain = 1; chain < Traits::kSChains; ++chain) s[nt][e] += sc[chain][nt][e];
+      }
     // Scale, score options and the mask (log2 units); whole-visible 16-key blocks skip the mask.
     const int n0 = tile * kBlockN + warp * kWarpKeys;
     const bool needs_mask = n0 < w.lo_all || n0 + kWarpKeys > w.hi_all;
@@ -292,6 +364,7 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
     row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
     const int r = group_id + 8 * h;
+    if (row0 + r >= rows_total) continue;  // padding rows (12 of the 16 at GQA 4): decode_epilogue skips them
 #pragma unroll
     for (int nd = 0; nd < kChunks; ++nd) {
       float* dst = merge_o + (warp * kRows + r) * kHeadDim + nd * 8 + tig * 2;
@@ -304,8 +377,8 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_mma_kernel(const __gr
     }
   }
   __syncthreads();
-  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads>(p, merge_o, merge_ml, b, hk, row0, split,
-                                                                              num_splits);
+  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads, Traits::kMergeInFlight>(
+      p, merge_o, merge_ml, b, hk, row0, split, num_splits);
 }
 
 }  // namespace flashcore::cuda::sm80

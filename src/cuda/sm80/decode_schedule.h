@@ -45,10 +45,15 @@ struct DecodeWork {
   int cache_row;  // contiguous caches
   int seqlen_end_cache_len;  // cache_seqlens[b] (the rotary position of q)
   int tile_begin, tile_end;  // tiles of kBlockN keys, relative to leftpad
+  int tile_step;             // 1: the split reads [tile_begin, tile_end); strided: every tile_step-th of them
   int lo_all, hi_all;        // keys [lo_all, hi_all) every row sees (bounds of the unmasked tiles)
 };
 
-template <int kBlockN>
+// Contiguous (kStrided false): split s reads the s-th of num_splits equal runs of tiles. Strided:
+// split s reads tiles first + s, first + s + num_splits, ... — the same number of tiles, but the
+// first one does not depend on the sequence's length, so a CTA can issue its first loads before
+// cache_seqlens arrives (decode_mma_kernel.h, kEarlyLoads; docs/kvcache.md, v7).
+template <int kBlockN, bool kStrided = false>
 __device__ __forceinline__ DecodeWork schedule(const DecodeParams& p, int b, int split, int num_splits) {
   DecodeWork w;
   const int cache_len = index_at(p.cache_seqlens, p.cache_seqlens_stride, b, p.capacity);
@@ -72,12 +77,34 @@ __device__ __forceinline__ DecodeWork schedule(const DecodeParams& p, int b, int
     w.hi_all = max(0, min(sk, shift + right + 1));
   }
   w.tile_begin = w.tile_end = 0;
+  w.tile_step = kStrided ? num_splits : 1;
   if (hi > lo) {
     const int first = lo / kBlockN;
     const long long tiles = (hi - first * kBlockN + kBlockN - 1) / kBlockN;
-    w.tile_begin = first + static_cast<int>(tiles * split / num_splits);
-    w.tile_end = first + static_cast<int>(tiles * (split + 1) / num_splits);
+    if constexpr (kStrided) {
+      w.tile_begin = first + split;
+      w.tile_end = first + static_cast<int>(tiles);
+    } else {
+      w.tile_begin = first + static_cast<int>(tiles * split / num_splits);
+      w.tile_end = first + static_cast<int>(tiles * (split + 1) / num_splits);
+    }
   }
+  return w;
+}
+
+// What a strided split's first tiles are read as before cache_seqlens arrives: a sequence that
+// fills the cache (keys up to the capacity), no left padding, cache row b. Only where that cannot
+// change which tiles the split reads or where they are: no left padding, no window on the left
+// (the first tile is then 0), no cache_batch_idx (a contiguous cache's row would be one more read).
+// Keys the real schedule does not see are zeroed after they land (the kernel's job).
+__device__ __forceinline__ bool early_loads_allowed(const DecodeParams& p) {
+  return p.cache_leftpad == nullptr && p.window_left < 0 && (p.block_table != nullptr || p.cache_batch_idx == nullptr);
+}
+__device__ __forceinline__ DecodeWork speculative_work(const DecodeParams& p, int b) {
+  DecodeWork w{};
+  w.seqlen_k = p.capacity;
+  w.leftpad = 0;
+  w.cache_row = b;
   return w;
 }
 

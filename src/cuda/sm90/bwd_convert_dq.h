@@ -1,13 +1,16 @@
-// The sm90 backward's last pass: dQ = softmax_scale * (sum of the dq_accum slices, in slice
-// order), rounded to the output dtype. The main kernel's consumer warps add dQ partials into each
-// (query block) tile in per-warp runs (common/dq_accumulate.h) of the TiledMmadQ fragments; this
-// pass gives each thread the fragment of its namesake consumer thread and recovers (row, col)
-// from the same partition.
+// The sm90 backward's last pass, for every arrangement: dQ = softmax_scale * (sum of the dq_accum
+// slices, in slice order), rounded to the output dtype. The main kernel's consumer warps add dQ
+// partials into each (query block) tile in per-warp runs (common/dq_accumulate.h) of the
+// TiledMmadQ fragments; this pass gives each thread the fragment of its namesake consumer thread
+// and recovers (query, d column) from the same partition. The fragment is (query, d) in the
+// d <= 128 kernels and transposed, (d, query), in the d256 one (Traits::kDqTransposed).
 //
 // The scaled values go through a shared tile so that rows leave as 16-byte stores when dQ's
 // address, strides and head_dim allow it (column pairs straight from the fragment, 4 bytes a
 // thread, took 107-119 us against cuDNN's 74 at 16k tokens d128 on the H100: run 5 of
-// docs/tuning/backward_sm90.md); otherwise the pairs are stored as before.
+// docs/tuning/backward_sm90.md; the d256 kernel stored single elements until session 10);
+// otherwise each value is stored from the fragment (pairs of neighbouring columns where the
+// fragment has them).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kFragElems = Traits::kDqFragElems;
+  constexpr bool kTransposed = Traits::kDqTransposed;
   struct alignas(2 * sizeof(Element)) ElementPair {
     Element x, y;
   };
@@ -38,8 +42,11 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
 
   typename Traits::TiledMmadQ mma_dq;
   auto thr_dq = mma_dq.get_thread_slice(tid);
-  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(typename Traits::ShapedQ{}));  // (row, col)
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(typename Traits::ShapedQ{}));  // (query, col) or (col, query)
   static_assert(decltype(size(tdQcdQ))::value == kFragElems);
+  auto row_of = [&](int i) { return kTransposed ? int(get<1>(tdQcdQ(i))) : int(get<0>(tdQcdQ(i))); };
+  auto col_of = [&](int i) { return kTransposed ? int(get<0>(tdQcdQ(i))) : int(get<1>(tdQcdQ(i))); };
+
   float acc[kFragElems];
   CUTE_UNROLL
   for (int i = 0; i < kFragElems; ++i) acc[i] = 0.0f;
@@ -53,6 +60,9 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
       acc[i] += v.x, acc[i + 1] += v.y, acc[i + 2] += v.z, acc[i + 3] += v.w;
     }
   }
+  CUTE_UNROLL
+  for (int i = 0; i < kFragElems; ++i) acc[i] *= params.softmax_scale;
+
   Element* dq = static_cast<Element*>(params.dq) + batch * params.dq_strides.batch + head * params.dq_strides.head;
   constexpr int kVec = 16 / int(sizeof(Element));  // elements in a 16-byte store
   const bool rows_vectorisable = reinterpret_cast<std::uintptr_t>(dq) % 16 == 0 && params.dq_strides.row % kVec == 0 &&
@@ -61,10 +71,15 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
     // (kBlockM, kHeadDim) tile, rows padded by one 16-byte vector against bank conflicts.
     constexpr int kRowElems = kHeadDim + kVec;
     __shared__ __align__(16) Element tile_dq[kBlockM * kRowElems];
-    CUTE_UNROLL
-    for (int i = 0; i < kFragElems; i += 2) {
-      *reinterpret_cast<ElementPair*>(&tile_dq[get<0>(tdQcdQ(i)) * kRowElems + get<1>(tdQcdQ(i))]) =
-          ElementPair{Element(acc[i] * params.softmax_scale), Element(acc[i + 1] * params.softmax_scale)};
+    if constexpr (kTransposed) {  // fragment pairs are neighbouring queries: one element a store
+      CUTE_UNROLL
+      for (int i = 0; i < kFragElems; ++i) tile_dq[row_of(i) * kRowElems + col_of(i)] = Element(acc[i]);
+    } else {  // fragment pairs are neighbouring columns: 4 bytes a store
+      CUTE_UNROLL
+      for (int i = 0; i < kFragElems; i += 2) {
+        *reinterpret_cast<ElementPair*>(&tile_dq[row_of(i) * kRowElems + col_of(i)]) =
+            ElementPair{Element(acc[i]), Element(acc[i + 1])};
+      }
     }
     __syncthreads();
     constexpr int kVecsPerRow = kHeadDim / kVec;
@@ -77,13 +92,19 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
     }
     return;
   }
-  CUTE_UNROLL
-  for (int i = 0; i < kFragElems; i += 2) {
-    const int row = m0 + get<0>(tdQcdQ(i));
-    const int col = get<1>(tdQcdQ(i));
-    if (row < params.seqlen_q && col < params.head_dim) {
-      *reinterpret_cast<ElementPair*>(dq + row * params.dq_strides.row + col) =
-          ElementPair{Element(acc[i] * params.softmax_scale), Element(acc[i + 1] * params.softmax_scale)};
+  if constexpr (kTransposed) {
+    CUTE_UNROLL
+    for (int i = 0; i < kFragElems; ++i) {
+      const int row = m0 + row_of(i), col = col_of(i);
+      if (row < params.seqlen_q && col < params.head_dim) dq[row * params.dq_strides.row + col] = Element(acc[i]);
+    }
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < kFragElems; i += 2) {
+      const int row = m0 + row_of(i), col = col_of(i);
+      if (row < params.seqlen_q && col < params.head_dim) {
+        *reinterpret_cast<ElementPair*>(dq + row * params.dq_strides.row + col) = ElementPair{Element(acc[i]), Element(acc[i + 1])};
+      }
     }
   }
 }

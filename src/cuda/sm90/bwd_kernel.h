@@ -5,7 +5,8 @@
 // in deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (GQA):
 // clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
 // distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
-// lane of its warp 0 issues every TMA and bulk copy; warpgroups 1 and 2 (consumers) take them.
+// lane of its warp 0 issues every TMA and bulk copy (and with Traits::kDqWriter its warp 1 sends the
+// dQ partials: bwd_dq_writer.h); warpgroups 1 and 2 (consumers) take them.
 // Both roles are branches of one if/else, so ptxas honours setmaxnreg.
 #pragma once
 
@@ -17,6 +18,7 @@
 
 #include "cuda/sm90/bwd_cluster_reduce.h"
 #include "cuda/sm90/bwd_dq_accum.h"
+#include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_epilogue.h"
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/pipeline.h"
@@ -35,6 +37,7 @@ template <class Traits, bool kSingleBlock, bool kKvSplit = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params) {
   using Mainloop = BwdMainloop<Traits>;
   using Epilogue = BwdEpilogue<Traits>;
+  using DqWriter = BwdDqWriter<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
   using Pipeline = typename Mainloop::Pipeline;
 
@@ -66,9 +69,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     typename Mainloop::State q_state, do_state;
+    // Warp 0's elected lane loads; with Traits::kDqWriter, warp 1 sends the dQ partials.
+    constexpr bool kWriter = Traits::kDqWriter;
+    if (kWriter && warp_idx == 1) DqWriter::begin();
     if constexpr (kKvSplit) {
       for (int it = 0; it < num_iterations; ++it) {
         if (warp_idx == 0 && lane_predicate) Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
+        if (kWriter && warp_idx == 1) DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
         // The producer warpgroup's part of the cluster sum: it joins the cluster barriers, and the
         // next key block's loads (into the tiles the sum reads) wait for the last one.
         BwdClusterReduce<Traits>::join();
@@ -77,7 +84,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       for (int it = 0; it < num_iterations; ++it) {
         Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
       }
+    } else if (kWriter && warp_idx == 1) {
+      for (int it = 0; it < num_iterations; ++it) {
+        DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
+      }
     }
+    if (kWriter && warp_idx == 1) DqWriter::end();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - 128;
@@ -88,7 +100,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       // Within one key block's sweep a warp adds into each dq_accum tile once, so only the previous
       // key block's adds (into the same tiles) must have completed: then every fp32 address sees
       // its additions in one fixed order, which deterministic mode needs (bwd_dq_accum.h).
-      if (!kSingleBlock && it > 0) dq_bulk_drain(thread_idx % 32);
+      // (With the dQ writer warp, the writer orders them: bwd_dq_writer.h.)
+      if (!kSingleBlock && !Traits::kDqWriter && it > 0) dq_bulk_drain(thread_idx % 32);
       const BwdBlock blk = Mainloop::block_of(params, it);
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
@@ -99,7 +112,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       }
       Epilogue::store(params, blk, thread_idx, tdVrdV, tdKrdK);
     }
-    dq_bulk_drain(thread_idx % 32);
+    if constexpr (Traits::kDqWriter) {
+      DqWriter::finish_consumer();
+    } else {
+      dq_bulk_drain(thread_idx % 32);
+    }
   }
 }
 

@@ -101,6 +101,19 @@ inline int bwd_kv_splits(const BwdParams& p, int columns) {
   return 1;
 }
 
+// A forced split (tests, the dev harness) the kernels cannot take is refused, naming the argument.
+inline Status check_kv_splits(const BwdParams& p, int splits) {
+  if (splits != 1 && splits != 2 && splits != 4) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits must be 1, 2 or 4, got " +
+                                   std::to_string(splits));
+  }
+  if (p.group_size % splits != 0) {
+    return Status::InvalidArgument("flashcore::backward: forced_kv_splits (" + std::to_string(splits) +
+                                   ") must divide the query heads per kv head (" + std::to_string(p.group_size) + ")");
+  }
+  return Status::Ok();
+}
+
 // Devices past this many set the smem limit on every call and ask about clusters every call.
 constexpr int kBwdTrackedDevices = 64;
 
@@ -147,14 +160,8 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const int columns = kSingleBlock ? params.n_blocks : p.num_splits;
   params.kv_splits = bwd_kv_splits(p, columns);
-  if (params.kv_splits != 1 && params.kv_splits != 2 && params.kv_splits != 4) {
-    return Status::InvalidArgument("flashcore::backward: forced_kv_splits must be 1, 2 or 4, got " +
-                                   std::to_string(params.kv_splits));
-  }
-  if (p.group_size % params.kv_splits != 0) {
-    return Status::InvalidArgument("flashcore::backward: forced_kv_splits (" + std::to_string(params.kv_splits) +
-                                   ") must divide the query heads per kv head (" + std::to_string(p.group_size) + ")");
-  }
+  const Status valid = check_kv_splits(p, params.kv_splits);
+  if (!valid.ok()) return valid;
   auto split_kernel = &bwd_kernel<Traits, kSingleBlock, /*kKvSplit=*/true>;
   if (params.kv_splits > 1) {
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock, true>, kSmemBytes>(p.device.ordinal);
@@ -175,11 +182,15 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
                      "flashcore::backward: launching the sm90 backward kernel (query-head groups split over clusters)");
 }
 
-// The whole pass with one kernel configuration (causal and not share the tiles).
-// kSingleBlockKernel: the default mode runs a second kernel instance without the key-block loop
-// (bwd_kernel.h); off, both modes share the looping kernel (half the kernels to compile).
-template <class Traits, class TraitsCausal, bool kSingleBlockKernel = false>
-Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
+// The pass every sm90 backward arrangement runs, in stream order: preprocess (D, lse_log2, and
+// dq_accum zeroed) -> the main kernel(s) (`launch_main`, the arrangement's choice of instance) ->
+// the dQ conversion. Traits is any of the arrangement's traits (the causal and non-causal ones
+// share the tile, the smem size and the dQ fragment). The workspace (lse_log2, dsum, dq_accum
+// slices) is the caller's, carved from plan_bwd_workspace's plan with the kernel's head dim:
+// rows of seqlen_q_rounded per (batch, query head), kHeadDim floats a dq_accum row, a query
+// block's tile one run of kBlockM rows, one slice per dq_accum split.
+template <class Traits, class LaunchMain>
+Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch_main) {
   static_assert(kBwdSeqlenQRounding % Traits::kBlockM == 0 && kBwdSeqlenQRounding % sm80::kPreprocessRowsPerCta == 0);
   // Not built yet (docs/tuning/backward_sm90.md); the dispatch (the rows' options masks) never
   // sends these here. window_right is 0 whenever causal (params.h): that is no window. Dropout
@@ -196,25 +207,15 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
                                 " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
                                 " offers " + std::to_string(p.device.max_smem_per_block));
   }
-  // The preprocess also zeroes dq_accum (its rows are the preprocess's rows, kHeadDim floats each:
-  // plan_bwd_workspace): one pass less than a memset, which took 41 us of a 1.5 ms d128 backward
-  // on the H100 (docs/tuning/backward_sm90.md, run 5).
+  // The preprocess also zeroes dq_accum (its rows are the preprocess's rows, kHeadDim floats each):
+  // one pass less than a memset, which took 41 us of a 1.5 ms d128 backward on the H100
+  // (docs/tuning/backward_sm90.md, run 5).
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
   sm80::bwd_preprocess_kernel<typename Traits::Element, Traits::kHeadDim>
       <<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 
-  Status status;
-  bool launched = false;
-  if constexpr (kSingleBlockKernel) {
-    if (!p.deterministic) {
-      status = p.causal ? launch_bwd_kernel<TraitsCausal, true>(p, stream) : launch_bwd_kernel<Traits, true>(p, stream);
-      launched = true;
-    }
-  }
-  if (!launched) {
-    status = p.causal ? launch_bwd_kernel<TraitsCausal, false>(p, stream) : launch_bwd_kernel<Traits, false>(p, stream);
-  }
+  const Status status = launch_main();
   if (!status.ok()) return status;
 
   const dim3 convert_grid((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
@@ -222,13 +223,33 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
   return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 dQ conversion kernel");
 }
 
+// The d <= 128 arrangement's pass (causal and not share the tiles).
+// kSingleBlockKernel: the default mode runs a second kernel instance without the key-block loop
+// (bwd_kernel.h); off, both modes share the looping kernel (half the kernels to compile).
+// TraitsDet / TraitsDetCausal: deterministic mode's kernels, where they differ (the same tile and
+// dQ fragment, so one convert kernel serves both modes).
+template <class Traits, class TraitsCausal, bool kSingleBlockKernel = false, class TraitsDet = Traits,
+          class TraitsDetCausal = TraitsCausal>
+Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
+  static_assert(Traits::kBlockM == TraitsDet::kBlockM && Traits::kHeadDim == TraitsDet::kHeadDim);
+  return run_bwd_pass<Traits>(p, stream, [&]() -> Status {
+    if constexpr (kSingleBlockKernel) {
+      if (!p.deterministic) {
+        return p.causal ? launch_bwd_kernel<TraitsCausal, true>(p, stream) : launch_bwd_kernel<Traits, true>(p, stream);
+      }
+    }
+    return p.causal ? launch_bwd_kernel<TraitsDetCausal, false>(p, stream) : launch_bwd_kernel<TraitsDet, false>(p, stream);
+  });
+}
+
 // dS by stmatrix and a single-block kernel for the default mode: on the H100 at d128 bf16 they took
 // the backward from 399-435 to 485-503 TFLOP/s (0.73-0.79x -> 0.89-0.92x cuDNN;
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
 // dQ before dK (kDqFirst): 0.84-0.97x -> 0.94-0.96x cuDNN at d128 bf16 (device run 2).
-template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDropout = false>
+template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false,
+          bool kDropout = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
-                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDropout>;
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout>;
 
 // d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
 template <typename Element, int kHeadDim>
@@ -239,20 +260,29 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   if constexpr (kHeadDim > 128) {
     return run_bwd_swapkv<Element, kHeadDim>(params, stream);
   } else {
-    return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>,
-                               /*kSingleBlockKernel=*/true>(params, stream);
+    // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: on the H100 at bf16, +0 to
+    // +6.6 % non-causal, -2.6 to +4.8 % causal, ahead in 34 of 36 cells over two runs
+    // (docs/tuning/backward_sm90.md, runs 10-11). Not at d64 / d96 (unmeasured there) and not in
+    // deterministic mode (unmeasured; its looping kernels spill 2-3x more with it).
+    constexpr bool kDqWriter = kHeadDim == 128;
+    return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter>,
+                               BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter>, /*kSingleBlockKernel=*/true,
+                               BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>>(params, stream);
   }
 }
 
 // The dropout kernels (bwd_dropout.h; generate.py's sm90 "variants": d128 only, 2 files): the
 // plain kernels' tiles with the keep bits drawn again each step, a kernel instance of their own so
 // the plain kernels carry no dropout code or shared memory.
+// The same arrangement as run_bwd's (the dQ writer warp at d128 in the default mode).
 template <typename Element, int kHeadDim>
 Status run_bwd_dropout(const BwdParams& params, cudaStream_t stream) {
   static_assert(kHeadDim <= 128, "the dropout kernels use the 64-key-per-warpgroup tiles (d <= 128)");
-  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, true>,
-                             BwdTraitsFor<Element, kHeadDim, true, true, true, true>,
-                             /*kSingleBlockKernel=*/true>(params, stream);
+  constexpr bool kDqWriter = kHeadDim == 128;
+  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, true>, /*kSingleBlockKernel=*/true,
+                             BwdTraitsFor<Element, kHeadDim, false, true, true, false, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, false, true>>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -13,7 +13,9 @@
 //   4. dV += Pᵀ dO issued (RS), dSᵀ stored to smem (this step's buffer), fence, dS-ready barrier.
 //   5. dK += dSᵀ Q (RS) and dQ = dS K (SS) issued; all retired; Q and dO stages released.
 //   6. dQ partial added into dq_accum: each warp stages its fragment and one lane issues a bulk
-//      reduce-add (bwd_dq_accum.h; in deterministic mode ordered between key blocks).
+//      reduce-add (bwd_dq_accum.h; in deterministic mode ordered between key blocks), or, with
+//      Traits::kDqWriter, the warps stage it and the producer warpgroup's writer warp sends the
+//      whole tile (bwd_dq_writer.h).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
 //   (Traits::kDropout: the step's keep bits are drawn under step 1's products and step 3 is
 //   dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D), Pᵀ ∘ keep going to dV, dV / (1 - p) at the end: bwd_dropout.h.)
@@ -27,6 +29,7 @@
 
 #include "cuda/common/mask.h"
 #include "cuda/sm90/bwd_dq_accum.h"
+#include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_dropout.h"
 #include "cuda/sm90/bwd_named_barrier.h"
 #include "cuda/sm90/fragment.h"
@@ -133,6 +136,18 @@ struct BwdMainloop {
                                  shared.dsum.data() + do_state.index * kBlockM, Traits::kBytesRowStat);
         do_state.advance();
       }
+    }
+  }
+
+  // Step 6: the dQ partial to dq_accum, by the consumer warps' own bulk reduce-adds or through the
+  // dQ writer warp (Traits::kDqWriter; then the writer knows the tile's address).
+  template <class Acc>
+  __forceinline__ __device__ static void add_dq(Acc const& tdQrdQ, float* dq_tile, SharedStorage& shared, int warp,
+                                                int lane) {
+    if constexpr (Traits::kDqWriter) {
+      BwdDqWriter<Traits>::stage(tdQrdQ, shared.dq_stage.data(), warp, lane);
+    } else {
+      dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
     }
   }
 
@@ -271,7 +286,7 @@ struct BwdMainloop {
           wgmma_gemm<true, -1, false>(mma_dq, tdQrdS_buf, tdQrKt, tdQrdQ);
           wgmma_gemm<false, /*wait*/ 1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
           warpgroup_fence_operand(tdQrdQ);
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
+          add_dq(tdQrdQ, dq_tile, shared, warp, lane);
           warpgroup_wait<0>();
         } else {
           wgmma_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, q_state.index), tdKrdK);
@@ -293,9 +308,7 @@ struct BwdMainloop {
         do_state.advance();
         ds_buf ^= 1;
 
-        if constexpr (!Traits::kDqFirst) {
-          dq_bulk_add(tdQrdQ, dq_tile, shared.dq_stage.data(), warp, lane);
-        }
+        if constexpr (!Traits::kDqFirst) add_dq(tdQrdQ, dq_tile, shared, warp, lane);
       }
     }
     if constexpr (Traits::kDropout) {  // ---- dropout: dV = (Pᵀ ∘ keep) dO / (1 - p)

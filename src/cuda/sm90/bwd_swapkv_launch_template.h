@@ -1,7 +1,7 @@
-// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): preprocess
-// (which zeroes dq_accum) -> main -> convert on the stream, as run_bwd_with_traits does for the
-// d <= 128 kernels. Included at the end of bwd_launch_template.h (its run_bwd sends d > 128 here),
-// so the parameter builder, the split rule and the smem opt-in there are shared.
+// Launch of the transposed-arrangement sm90 backward (d256; bwd_swapkv_traits.h): its main-kernel
+// instances, run inside the shared pass (run_bwd_pass: preprocess, which zeroes dq_accum -> main ->
+// convert). Included at the end of bwd_launch_template.h (its run_bwd sends d > 128 here), so the
+// pass, the parameter builder, the split rule and the smem opt-in there are shared.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,8 +10,6 @@
 #include <string>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/sm80/bwd_preprocess.h"
-#include "cuda/sm90/bwd_swapkv_convert_dq.h"
 #include "cuda/sm90/bwd_swapkv_kernel.h"
 #include "cuda/sm90/bwd_swapkv_traits.h"
 #include "cuda/sm90/bwd_tile_size.h"
@@ -39,19 +37,6 @@ inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
   return 1;
 }
 
-// A forced split (tests, the dev harness) the kernels cannot take is refused, naming the argument.
-inline Status check_swapkv_kv_splits(const BwdParams& p, int splits) {
-  if (splits != 1 && splits != 2 && splits != 4) {
-    return Status::InvalidArgument("flashcore::backward: forced_kv_splits must be 1, 2 or 4, got " +
-                                   std::to_string(splits));
-  }
-  if (p.group_size % splits != 0) {
-    return Status::InvalidArgument("flashcore::backward: forced_kv_splits (" + std::to_string(splits) +
-                                   ") must divide the query heads per kv head (" + std::to_string(p.group_size) + ")");
-  }
-  return Status::Ok();
-}
-
 // kAllowKvSplit: GQA groups may be split over a cluster (bwd_swapkv_kv_splits) in the default mode.
 template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false>
 Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
@@ -59,7 +44,7 @@ Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSingleBlock && kAllowKvSplit) {
     params.kv_splits = bwd_swapkv_kv_splits(p, params.n_blocks);
-    const Status valid = check_swapkv_kv_splits(p, params.kv_splits);
+    const Status valid = check_kv_splits(p, params.kv_splits);
     if (!valid.ok()) return valid;
     if (params.kv_splits > 1) {
       auto kernel = &bwd_swapkv_kernel<Traits, true, /*kKvSplit=*/true>;
@@ -99,7 +84,7 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
   const int rounds = (params.n_blocks + p.num_splits - 1) / p.num_splits;
   if constexpr (kAllowKvSplit) {
     params.kv_splits = bwd_swapkv_kv_splits(p, p.num_splits);
-    const Status valid = check_swapkv_kv_splits(p, params.kv_splits);
+    const Status valid = check_kv_splits(p, params.kv_splits);
     if (!valid.ok()) return valid;
     auto split_kernel = &bwd_swapkv_kernel<Traits, true, /*kKvSplit=*/true, /*kRounds=*/true>;
     if (params.kv_splits > 1) {
@@ -137,47 +122,25 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
 // (dev/sm90_bwd/variants.cu) keeps both off, the state before, for A/B runs.
 template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds>
 Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
-  constexpr BwdSwapKvTile kTile = bwd_swapkv_tile_size(kHeadDim);
+  constexpr BwdTileSize kTile = bwd_swapkv_tile_size(kHeadDim);
   using Traits = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, false>;
   using TraitsCausal = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, true>;
-  static_assert(kBwdSeqlenQRounding % Traits::kBlockM == 0 && kBwdSeqlenQRounding % sm80::kPreprocessRowsPerCta == 0);
-  if (p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.has_score_mod) {
-    return Status::NotSupported("flashcore::backward: the sm90 backward has no sliding window, softcap or ALiBi yet");
-  }
-  if (p.device.max_smem_per_block != 0 && p.device.max_smem_per_block < Traits::kSmemBytes) {
-    return Status::NotSupported("flashcore::backward: the sm90 backward kernel for head_dim " +
-                                std::to_string(p.head_dim) + " needs " + std::to_string(Traits::kSmemBytes) +
-                                " bytes of shared memory per block; device " + std::to_string(p.device.ordinal) +
-                                " offers " + std::to_string(p.device.max_smem_per_block));
-  }
-  // The preprocess also zeroes dq_accum, as in run_bwd_with_traits: the layout is the same (rows of
-  // seqlen_q_rounded per (batch, query head), kHeadDim floats a row, a query block's tile one run of
-  // kBlockM rows; plan_bwd_workspace with the kernel's head dim), so the memset pass goes.
-  const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<Element, kHeadDim><<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-
   // The default mode runs the single-block instance (GQA groups split over a cluster where
   // bwd_swapkv_kv_splits says); deterministic mode the rounds or the looping instance, each CTA
   // column adding into its own dq_accum slice.
-  Status status;
-  if (p.deterministic) {
-    if constexpr (kDeterministicRounds) {
-      status = p.causal ? launch_bwd_swapkv_rounds<TraitsCausal, kAllowKvSplit>(p, stream)
-                        : launch_bwd_swapkv_rounds<Traits, kAllowKvSplit>(p, stream);
-    } else {
-      status = p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, false>(p, stream)
-                        : launch_bwd_swapkv_kernel<Traits, false>(p, stream);
-    }
-  } else {
-    status = p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit>(p, stream)
+  return run_bwd_pass<Traits>(p, stream, [&]() -> Status {
+    if (!p.deterministic) {
+      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit>(p, stream)
                       : launch_bwd_swapkv_kernel<Traits, true, kAllowKvSplit>(p, stream);
-  }
-  if (!status.ok()) return status;
-
-  const dim3 convert_grid((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
-  bwd_swapkv_convert_dq_kernel<Traits><<<convert_grid, Traits::kConsumerThreads, 0, stream>>>(p);
-  return cuda_status(cudaGetLastError(), "flashcore::backward: launching the sm90 dQ conversion kernel");
+    }
+    if constexpr (kDeterministicRounds) {
+      return p.causal ? launch_bwd_swapkv_rounds<TraitsCausal, kAllowKvSplit>(p, stream)
+                      : launch_bwd_swapkv_rounds<Traits, kAllowKvSplit>(p, stream);
+    } else {
+      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, false>(p, stream)
+                      : launch_bwd_swapkv_kernel<Traits, false>(p, stream);
+    }
+  });
 }
 
 template <typename Element, int kHeadDim>

@@ -35,20 +35,6 @@
 
 namespace flashcore::cuda::sm90 {
 
-// Tile of the transposed arrangement, with the budget behind it (H100: 227 KB smem a CTA).
-// d256: 64 x 64, 2 stages of Q and dO, 2 buffers of P and dS:
-//   smem K 32 + V 32 + Q 2x32 + dO 2x32 + P 2x8 + dS 2x8 = 224 KB (+ 1 KB of row statistics);
-//   registers dVᵀ 64 + dKᵀ 64 + dQᵀ 64 (+ S 16 + dP 16 early in the step) of 240.
-// FA3 takes 64 x 80 with one dO stage and one P/dS buffer (196 KB); 2 stages of both Q and dO keep
-// the producer a full step ahead (the d128 kernel's pipeline, reused as is), at 20 % more Q/dO
-// traffic per key. Two buffers of P and dS let one barrier per step suffice (bwd_tile_size.h).
-struct BwdSwapKvTile {
-  int block_m;
-  int block_n;
-  int stages;
-};
-constexpr BwdSwapKvTile bwd_swapkv_tile_size(int /*head_dim*/) { return BwdSwapKvTile{64, 64, 2}; }
-
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_>
 struct BwdTraitsSwapKV {
   using Element = Element_;
@@ -93,6 +79,8 @@ struct BwdTraitsSwapKV {
   using ShapedQ = cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>>;   // (d, M): dQᵀ
   // dQᵀ values per consumer thread (the dq_accum run layout of common/dq_accumulate.h).
   static constexpr int kDqFragElems = kBlockM * kHeadDim / kConsumerThreads;
+  // TiledMmadQ's accumulator is (d, query): bwd_convert_dq.h reads the fragment's coordinates so.
+  static constexpr bool kDqTransposed = true;
 
   // K-major tiles as TMA writes them (d contiguous); d % 64 == 0, so 128-byte swizzling.
   using SmemLayoutAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<

@@ -30,9 +30,24 @@ struct BwdTileSize {
 //   bf16 it took the harness backward from 0.81-0.93x to 0.91-1.06x cuDNN (+5 to +17 %, device run 3).
 // d96: 64 x 128; 144 KB, 176 registers of accumulators.
 // d192 and d256 need another split (dK, dV alone would be 192 / 256 registers): bwd_swapkv_traits.h
-//   (the warpgroups split d), whose tile is bwd_swapkv_tile_size.
+//   (the warpgroups split d), whose tile is bwd_swapkv_tile_size below.
 constexpr BwdTileSize bwd_tile_size(int head_dim) {
   return head_dim <= 64 ? BwdTileSize{128, 128, 2} : BwdTileSize{64, 128, 2};
+}
+
+// Tile of the transposed arrangement (d > 128, bwd_swapkv_traits.h), with the budget behind it.
+// d256: 64 x 64, 2 stages of Q and dO, 2 buffers of P and dS:
+//   smem K 32 + V 32 + Q 2x32 + dO 2x32 + P 2x8 + dS 2x8 = 224 KB (+ 1 KB of row statistics);
+//   registers dVᵀ 64 + dKᵀ 64 + dQᵀ 64 (+ S 16 + dP 16 early in the step) of 240.
+// FA3 takes 64 x 80 with one dO stage and one P/dS buffer (196 KB); 2 stages of both Q and dO keep
+// the producer a full step ahead (the d128 kernel's pipeline, reused as is), at 20 % more Q/dO
+// traffic per key. Two buffers of P and dS let one barrier per step suffice (as above).
+constexpr BwdTileSize bwd_swapkv_tile_size(int /*head_dim*/) { return BwdTileSize{64, 64, 2}; }
+
+// The tile of the kernel that serves head dims up to kernel_head_dim (run_bwd's choice): what the
+// host-side workspace plan must size by.
+constexpr BwdTileSize bwd_kernel_tile_size(int kernel_head_dim) {
+  return kernel_head_dim > 128 ? bwd_swapkv_tile_size(kernel_head_dim) : bwd_tile_size(kernel_head_dim);
 }
 
 // seqlen_q is padded to this in the workspace (lse_log2, dsum, dq_accum rows): a multiple of every

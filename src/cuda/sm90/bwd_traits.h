@@ -32,10 +32,12 @@ namespace flashcore::cuda::sm90 {
 // kDsStsm_: dSᵀ goes to smem by stmatrix (4 STSM a thread at d128; off: 32 generic 16-bit stores).
 // kDqFirst_: dQ = dS K is issued before dK += dSᵀ Q, and the dQ partial leaves (staging + bulk
 //   reduce-add) while dK is still on the tensor cores (off: after both have retired).
+// kDqWriter_: the dQ partial leaves through the producer warpgroup's warp 1 (bwd_dq_writer.h): the
+//   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
 // kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDropout_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -46,6 +48,7 @@ struct BwdTraits {
   static constexpr bool kIsCausal = kIsCausal_;
   static constexpr bool kDsStsm = kDsStsm_;
   static constexpr bool kDqFirst = kDqFirst_;
+  static constexpr bool kDqWriter = kDqWriter_;
   static constexpr bool kDropout = kDropout_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
@@ -55,8 +58,12 @@ struct BwdTraits {
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
+  // setmaxnreg moves registers within what the CTA was launched with (168 a thread, 384 threads):
+  // 128 * (24 + 2 * 240) = 168 * 384. A producer at 32 leaves the consumers' setmaxnreg.inc waiting
+  // for registers that never come (dev variant 11 of device run 10 hung so).
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;  // 128 * (24 + 2 * 240) = 64 K registers
+  static constexpr int kConsumerRegs = 240;
+  static_assert(128 * (kProducerRegs + kConsumerWGs * kConsumerRegs) <= 168 * kThreads);
 
   using WG = cute::_64;
   using AtomLayoutKeys = cute::Layout<cute::Shape<cute::Int<kConsumerWGs>, cute::_1, cute::_1>>;  // WGs along keys
@@ -84,6 +91,8 @@ struct BwdTraits {
   using ShapedQ = cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>;   // (M, d): dQ
   // dQ values per consumer thread (the dq_accum run layout of common/dq_accumulate.h).
   static constexpr int kDqFragElems = kBlockM * kHeadDim / kConsumerThreads;
+  // TiledMmadQ's accumulator is (query, d): bwd_convert_dq.h reads the fragment's coordinates so.
+  static constexpr bool kDqTransposed = false;
 
   // K-major tiles as TMA writes them (d contiguous).
   using SmemLayoutAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<

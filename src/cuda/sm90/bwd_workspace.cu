@@ -19,7 +19,9 @@ BwdWorkspace plan_bwd_workspace(const BwdParams& params, int kernel_head_dim) {
   if (params.deterministic) {
     // As many slices as fit in one wave (one CTA per SM), rounded down, as the sm80 family does
     // (rounding up left a second, nearly empty wave there).
-    const int block_n = bwd_tile_size(kernel_head_dim).block_n;
+    // The keys per CTA of the kernel that runs (64 at d256, 128 below): the slices are capped at
+    // its key blocks.
+    const int block_n = bwd_kernel_tile_size(kernel_head_dim).block_n;
     const std::int64_t n_blocks = (params.seqlen_k + block_n - 1) / block_n;
     const std::int64_t ctas_per_split = static_cast<std::int64_t>(params.batch) * params.heads_kv;
     const std::int64_t wanted = params.device.sm_count / std::max<std::int64_t>(ctas_per_split, 1);
