@@ -1,5 +1,6 @@
-// Dropout in the CUDA kernels (the sm80 family's score-option kernels; kernels=auto falls back to it
-// where a newer family lacks dropout): forward and backward against the float64 reference given the
+// Dropout in the CUDA kernels (the sm80 family's score-option kernels, the sm90 forward's option
+// kernels at d <= 128; kernels=auto falls back to sm80 where a newer family lacks dropout; with
+// FLASHCORE_KERNELS=sm90 a case sm90 cannot serve fails naming kernels): forward and backward against the float64 reference given the
 // same Philox stream (attention.h, "dropout"), alone and with causal, GQA, the window, softcap,
 // ALiBi and ragged sizes, under FlashAttention's rule; a forced family without dropout is refused
 // naming dropout_p. Outputs are NaN-poisoned on the device before every run.
@@ -17,6 +18,7 @@
 #include "common/attention_tensors.h"
 #include "common/reference_problem.h"
 #include "cpu/reference.h"
+#include "cuda/device.h"
 #include "cuda/dispatch.h"
 #include "device_tensors.h"
 #include "flashcore/accuracy.h"
@@ -114,31 +116,66 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaDropout,
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),
                          param_name);
 
-// Dropout is dispatch data: kernels=auto runs a family that has it (sm80), a forced family without
-// it (sm90 today) is refused with kNotSupported naming kernels and dropout_p, never run without it.
-TEST(CudaDropoutDispatch, AutoFallsBackAndAForcedFamilyWithoutDropoutIsRefused) {
+// Whether this build holds a `pass` row of `family` with dropout for bf16 at d128 that the current
+// device can run (generate.py: sm80 everywhere; sm90 the forward's option kernels and, where built,
+// the backward's dropout kernels).
+bool family_serves_dropout(KernelFamily family, bool backward_pass) {
+  cuda::DeviceInfo device;
+  if (!cuda::current_device("test", &device).ok()) return false;
+  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
+  auto serves = [&](const auto& row) {
+    return row.family == family && row.dtype == DType::kBFloat16 && row.head_dim >= 128 &&
+           (row.options & cuda::KernelOption::kDropout) != 0 && device.compute_capability >= row.min_cc &&
+           device.compute_capability <= row.max_cc;
+  };
+  if (backward_pass) {
+    for (std::size_t i = 0; i < kernels.backward_count; ++i) {
+      if (serves(kernels.backward[i])) return true;
+    }
+  } else {
+    for (std::size_t i = 0; i < kernels.forward_count; ++i) {
+      if (serves(kernels.forward[i])) return true;
+    }
+  }
+  return false;
+}
+
+// Dropout is dispatch data, per pass: kernels=auto runs the newest family with a row that has it
+// (on an H100 the sm90 forward's option kernels, and the sm90 backward where its dropout kernels
+// are built; else sm80), a forced family without it is refused with kNotSupported naming kernels,
+// never run without it.
+TEST(CudaDropoutDispatch, AutoPicksAFamilyWithDropoutPerPassAndAForcedFamilyWithoutItIsRefused) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   AttentionTensors t({1, 256, 256, 2, 2, 128, true}, DType::kBFloat16, Layout::kContiguous, 33);
   t.options.dropout_p = 0.1f;
   DeviceAttentionTensors dev(t);
+  const bool sm90_forward = family_serves_dropout(KernelFamily::kSm90, false);
+  const bool sm90_backward = family_serves_dropout(KernelFamily::kSm90, true);
   ForwardParams params = dev.forward_params();
   KernelFamily family = KernelFamily::kAuto;
   ASSERT_TRUE(selected_kernels(params, &family).ok());
-  EXPECT_EQ(family, KernelFamily::kSm80);
+  EXPECT_EQ(family, sm90_forward ? KernelFamily::kSm90 : KernelFamily::kSm80);
   EXPECT_TRUE(forward(params).ok());
-  bool has_sm90 = false;
-  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
-  for (std::size_t i = 0; i < kernels.forward_count; ++i) has_sm90 |= kernels.forward[i].family == KernelFamily::kSm90;
   params.kernels = KernelFamily::kSm90;
   const Status status = forward(params);
-  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
-  EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
-  if (has_sm90) {
-    EXPECT_NE(status.message().find("dropout_p"), std::string::npos) << status.message();
+  if (sm90_forward) {
+    EXPECT_TRUE(status.ok()) << status.message();
+  } else {
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+    EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
   }
   BackwardParams bwd = dev.backward_params();
+  KernelFamily bwd_family = KernelFamily::kAuto;
+  ASSERT_TRUE(selected_kernels(bwd, &bwd_family).ok());
+  EXPECT_EQ(bwd_family, sm90_backward ? KernelFamily::kSm90 : KernelFamily::kSm80);
   bwd.kernels = KernelFamily::kSm90;
-  EXPECT_EQ(backward(bwd).code(), StatusCode::kNotSupported);
+  const Status bwd_status = backward(bwd);
+  if (sm90_backward) {
+    EXPECT_TRUE(bwd_status.ok()) << bwd_status.message();
+  } else {
+    EXPECT_EQ(bwd_status.code(), StatusCode::kNotSupported);
+    EXPECT_NE(bwd_status.message().find("kernels: "), std::string::npos) << bwd_status.message();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

@@ -52,16 +52,22 @@ FAMILIES = {
         # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
         "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256]},
         # The plain kernels serve no option but the forward's varlen (a runtime path: sm90/fwd_sequence.h,
-        # tile_scheduler.h's FwdVarlenSlots); kernels=auto runs dropout calls, every backward with an
-        # option (varlen included), and forwards with window/softcap/ALiBi at d > 128 on sm80.
+        # tile_scheduler.h's FwdVarlenSlots); kernels=auto runs every backward with an option but
+        # dropout (varlen included), and forwards with options at d > 128, on sm80.
         "options": [],
         "pass_options": {"fwd": ["varlen"]},
-        # The forward's option kernels (sm90/fwd_score_options.h): window, softcap and ALiBi as
-        # runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA, non-causal
-        # persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
+        # The forward's option kernels (sm90/fwd_score_options.h): window, softcap, ALiBi and
+        # dropout as runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA,
+        # non-causal persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
+        # Not varlen: dropout's stream needs each sequence's causal row offset rounded to 16 rows
+        # (launch_fwd does it for dense calls; FwdSequence does not yet), so varlen with any option
+        # runs on sm80 for now.
+        # The backward's dropout kernels (sm90/bwd_dropout.h): d128 only (2 files; d <= 128 runs on
+        # them padded, the other options on sm80).
         "variants": {
             "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
-                                "options": ["window", "softcap", "alibi", "varlen"]}},
+                                "options": ["window", "softcap", "alibi", "dropout"]}},
+            "bwd": {"dropout": {"launcher": "run_bwd_dropout", "head_dims": [128], "options": ["dropout"]}},
         },
     },
 }

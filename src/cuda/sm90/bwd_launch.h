@@ -17,6 +17,10 @@ namespace flashcore::cuda::sm90 {
 template <typename Element, int kHeadDim>
 Status run_bwd(const BwdParams& params, cudaStream_t stream);
 
+// Dropout (bwd_dropout.h): rows of their own in the dispatch table (generate.py's "variants").
+template <typename Element, int kHeadDim>
+Status run_bwd_dropout(const BwdParams& params, cudaStream_t stream);
+
 // The workspace: seqlen_q padded to kBwdSeqlenQRounding, dQ rows of kernel_head_dim floats, one
 // dq_accum slice, or in deterministic mode one per CTA column along the key axis (about a wave of
 // CTAs, at most 16; bwd_workspace.cu).

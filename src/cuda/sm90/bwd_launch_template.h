@@ -73,6 +73,10 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
       p.softmax_scale,
       p.scale_log2,
       p.deterministic,
+      p.dropout_seed,
+      p.dropout_offset,
+      p.dropout_keep_max,
+      p.dropout_scale,
   };
 }
 
@@ -188,10 +192,14 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
 template <class Traits, class LaunchMain>
 Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch_main) {
   static_assert(kBwdSeqlenQRounding % Traits::kBlockM == 0 && kBwdSeqlenQRounding % sm80::kPreprocessRowsPerCta == 0);
-  // Not built yet (docs/tuning/backward_sm90.md); the dispatch (the family's empty options mask)
-  // never sends these here. window_right is 0 whenever causal (params.h): that is no window.
-  if (p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.has_score_mod) {
+  // Not built yet (docs/tuning/backward_sm90.md); the dispatch (the rows' options masks) never
+  // sends these here. window_right is 0 whenever causal (params.h): that is no window. Dropout
+  // only in the kDropout kernels (run_bwd_dropout).
+  if (p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f || p.alibi_slopes != nullptr) {
     return Status::NotSupported("flashcore::backward: the sm90 backward has no sliding window, softcap or ALiBi yet");
+  }
+  if (p.has_dropout && !Traits::kDropout) {
+    return Status::NotSupported("flashcore::backward: dropout_p: this sm90 backward kernel has no dropout");
   }
   if (p.device.max_smem_per_block != 0 && p.device.max_smem_per_block < Traits::kSmemBytes) {
     return Status::NotSupported("flashcore::backward: the sm90 backward kernel for head_dim " +
@@ -238,9 +246,10 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
 // the backward from 399-435 to 485-503 TFLOP/s (0.73-0.79x -> 0.89-0.92x cuDNN;
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
 // dQ before dK (kDqFirst): 0.84-0.97x -> 0.94-0.96x cuDNN at d128 bf16 (device run 2).
-template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false>
+template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false,
+          bool kDropout = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
-                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter>;
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout>;
 
 // d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
 template <typename Element, int kHeadDim>
@@ -260,6 +269,20 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
                                BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter>, /*kSingleBlockKernel=*/true,
                                BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>>(params, stream);
   }
+}
+
+// The dropout kernels (bwd_dropout.h; generate.py's sm90 "variants": d128 only, 2 files): the
+// plain kernels' tiles with the keep bits drawn again each step, a kernel instance of their own so
+// the plain kernels carry no dropout code or shared memory.
+// The same arrangement as run_bwd's (the dQ writer warp at d128 in the default mode).
+template <typename Element, int kHeadDim>
+Status run_bwd_dropout(const BwdParams& params, cudaStream_t stream) {
+  static_assert(kHeadDim <= 128, "the dropout kernels use the 64-key-per-warpgroup tiles (d <= 128)");
+  constexpr bool kDqWriter = kHeadDim == 128;
+  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, true>, /*kSingleBlockKernel=*/true,
+                             BwdTraitsFor<Element, kHeadDim, false, true, true, false, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, false, true>>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -17,6 +17,8 @@
 //      Traits::kDqWriter, the warps stage it and the producer warpgroup's writer warp sends the
 //      whole tile (bwd_dq_writer.h).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
+//   (Traits::kDropout: the step's keep bits are drawn under step 1's products and step 3 is
+//   dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D), Pᵀ ∘ keep going to dV, dV / (1 - p) at the end: bwd_dropout.h.)
 #pragma once
 
 #include <cmath>
@@ -28,6 +30,7 @@
 #include "cuda/common/mask.h"
 #include "cuda/sm90/bwd_dq_accum.h"
 #include "cuda/sm90/bwd_dq_writer.h"
+#include "cuda/sm90/bwd_dropout.h"
 #include "cuda/sm90/bwd_named_barrier.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pipeline.h"
@@ -59,6 +62,7 @@ struct BwdMainloop {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
+  using Dropout = BwdDropout<kBlockM>;
 
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
     return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
@@ -212,6 +216,18 @@ struct BwdMainloop {
         pipeline_do.consumer_wait(do_state);
         wgmma_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_state.index), tdPrdP);
 
+        // ---- dropout (kDropout kernels): this step's keep bits, drawn while Sᵀ and dPᵀ run.
+        [[maybe_unused]] std::uint32_t keep[Dropout::kBitWords];
+        if constexpr (Traits::kDropout) {
+          const Dropout dropout(params, blk.batch, head);
+          const int wg = thread_idx / 128;
+          std::uint32_t* words = shared.dropout_words.data() + wg * Dropout::kWords;
+          dropout.draw(words, m0, n0, wg, thread_idx % 128);
+          cutlass::arch::NamedBarrier::sync(128, int(BwdNamedBarrier::kDropoutWords) + wg);
+          dropout.read(words, warp % 4, lane, keep);
+        }
+        // ---- end dropout
+
         // Pᵀ, under dPᵀ. Masked pairs get -inf before exp2 (so 0 whatever lse_log2 is); rows
         // past seqlen_q have lse_log2 = +inf and come out 0 without a mask.
         float const* lse = shared.lse_log2.data() + q_state.index * kBlockM;
@@ -228,14 +244,19 @@ struct BwdMainloop {
           CUTE_UNROLL
           for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2f(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
         }
-        convert_into(tSrS, tdVrP);
+        if constexpr (!Traits::kDropout) convert_into(tSrS, tdVrP);
 
         // dSᵀ = Pᵀ ∘ (dPᵀ - D).
         float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
         warpgroup_wait<0>();
         warpgroup_fence_operand(tdPrdP);
-        CUTE_UNROLL
-        for (int i = 0; i < size(tdPrdP); ++i) tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(tScS(i))]);
+        if constexpr (Traits::kDropout) {  // ---- dropout: dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D); Pᵀ ∘ keep to dV
+          Dropout(params, blk.batch, head).apply(keep, tSrS, tdPrdP, [&](int i) { return dsum[get<1>(tScS(i))]; });
+          convert_into(tSrS, tdVrP);
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < size(tdPrdP); ++i) tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(tScS(i))]);
+        }
         convert_into(tdPrdP, tdKrdS);
 
         wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
@@ -289,6 +310,10 @@ struct BwdMainloop {
 
         if constexpr (!Traits::kDqFirst) add_dq(tdQrdQ, dq_tile, shared, warp, lane);
       }
+    }
+    if constexpr (Traits::kDropout) {  // ---- dropout: dV = (Pᵀ ∘ keep) dO / (1 - p)
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdVrdV); ++i) tdVrdV(i) *= params.dropout_scale;
     }
     // Every product reading K and V has retired (each step ends with wait<0>).
     __syncwarp();

@@ -12,6 +12,7 @@ enum class BwdNamedBarrier : int {
   kKvReduce = 1,  // both consumer warpgroups are done with Q, dO and dS (bwd_cluster_reduce.h reuses them)
   kDqFull = 2,    // the consumers have staged this step's dQ partial (bwd_dq_writer.h)
   kDqEmpty = 3,   // the dQ writer warp's bulk reduce-add has read the staging tile
+  kDropoutWords = 4,  // + warpgroup (4, 5): its 128 threads have stored this step's dropout words (bwd_dropout.h)
 };
 
 __forceinline__ __device__ void named_barrier_sync(int num_threads, BwdNamedBarrier id) {

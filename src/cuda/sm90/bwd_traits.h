@@ -34,8 +34,10 @@ namespace flashcore::cuda::sm90 {
 //   reduce-add) while dK is still on the tensor cores (off: after both have retired).
 // kDqWriter_: the dQ partial leaves through the producer warpgroup's warp 1 (bwd_dq_writer.h): the
 //   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
+// kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
+//   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -47,6 +49,7 @@ struct BwdTraits {
   static constexpr bool kDsStsm = kDsStsm_;
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kDqWriter = kDqWriter_;
+  static constexpr bool kDropout = kDropout_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
@@ -141,8 +144,14 @@ struct BwdTraits {
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesRowStat = kBlockM * sizeof(float);  // lse_log2 or dsum of a query block
+  // Dropout: each consumer warpgroup's Philox words of one step (bwd_dropout.h): 4 kBlockM draws
+  // x 4 words. An empty base of SharedStorage in the other kernels (no bytes, no layout change).
+  struct NoDropoutWords {};
+  struct DropoutWords {
+    cute::array_aligned<uint32_t, kConsumerWGs * 16 * kBlockM, 128> dropout_words;  // (draw, word, warpgroup)
+  };
 
-  struct SharedStorage {
+  struct SharedStorage : std::conditional_t<kDropout, DropoutWords, NoDropoutWords> {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
@@ -185,6 +194,11 @@ struct BwdTraits {
     float softmax_scale;
     float scale_log2;
     bool deterministic;
+    // Dropout (the kDropout kernels; params.h): the stream's key, offset and keep threshold.
+    uint64_t dropout_seed;
+    uint32_t dropout_offset;
+    uint32_t dropout_keep_max;
+    float dropout_scale;  // 1 / (1 - p)
   };
 };
 

@@ -190,7 +190,12 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.batch,
       p.group_size,
       (p.seqlen_q + kBlockM - 1) / kBlockM,
-      Traits::kIsCausal && !varlen ? (p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q : 0,
+      // Dropout's stream counts rows in 16-row groups from the first query, and a warp's slab must
+      // start on one (common/dropout.h): with dropout the offset is rounded down to a multiple of 16.
+      // Varlen: per sequence (fwd_sequence.h; the option kernels, dropout's, serve no varlen).
+      Traits::kIsCausal && !varlen
+          ? ((p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q) & (p.has_dropout ? ~15 : ~0)
+          : 0,
       p.softmax_scale,
       p.scale_log2,
       tma.o_via_smem,
@@ -343,9 +348,9 @@ Status run_fwd(const FwdParams& params, cudaStream_t stream) {
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
 }
 
-// The option kernels: sliding window, softcap and ALiBi (any of them, or none) as runtime data;
-// a window-only call runs the window kernel (no score code: the softcap/ALiBi kernel measured ~9 %
-// slower on window-only calls). Registered in the dispatch table beside run_fwd with the options
+// The option kernels: sliding window, softcap, ALiBi and dropout (any of them, or none) as runtime
+// data; a call without softcap and ALiBi runs the window kernel (no score code: the softcap/ALiBi
+// kernel measured ~9 % slower on window-only calls, 3-4 % on dropout-only ones at 8k, docs/dropout.md v4). Registered in the dispatch table beside run_fwd with the options
 // bits (generate.py's "variants").
 template <typename Element, int kHeadDim, KernelVariant kVariant>
 Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
@@ -354,8 +359,11 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
 }
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
-  return params.has_score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
-                              : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
+  // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
+  // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
+  const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;
+  return score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
+                   : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

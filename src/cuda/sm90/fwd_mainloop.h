@@ -221,6 +221,7 @@ struct FwdMainloop {
     const auto trips = score.trip_counts(tile.m_block);
     const int n_begin = trips.n_begin, n_end = trips.n_end;
     const int row0 = tile.m_block * kBlockM;  // in the mask's (row_offset-shifted) frame
+    [[maybe_unused]] const int query0 = row0 - params.row_offset;  // in the tensor's frame (dropout)
     Softmax softmax;
     float correction[kRows];
     const int wg = thread_idx / 128;
@@ -253,6 +254,7 @@ struct FwdMainloop {
       if (trips.needs_mask(n)) mask.apply(tSrS, tScS, row0, n * kBlockN);
       softmax.online(tSrS, score.scale_log2, correction);
       convert_into(tSrS, tOrP);
+      score.drop(args, tOrP, tScS, query0, n * kBlockN, tile.head, tile.batch);
 
       // Steady state: S(n) = Q K(n)^T and O += P(n+1) V(n+1) in flight together.
       auto step = [&](int n, auto masked) __attribute__((always_inline)) {
@@ -277,6 +279,7 @@ struct FwdMainloop {
         v_state.advance();
         if constexpr (!Traits::kRescaleOBeforeGemm) Softmax::rescale(tOrO, correction);
         convert_into(tSrS, tOrP);
+        score.drop(args, tOrP, tScS, query0, n * kBlockN, tile.head, tile.batch);
       };
       // Masked blocks right of the first row's window edge (the diagonal, seqlen_k), unmasked ones,
       // and with a window, masked ones at the last row's left edge too. Two call sites of step()
@@ -310,6 +313,7 @@ struct FwdMainloop {
     Tensor tScS_rc = make_tensor(tScS.data(), wgmma_acc_as_rows_cols(tScS.layout()));  // (rows, cols) -> coords
     softmax.finalize(tOrO, score.unit, lse,
                      [&](int r) { return mask.row_sees_a_key(row0 + get<0>(tScS_rc(r, 0))); });
+    Score::scale_output(args, tOrO);
   }
 };
 

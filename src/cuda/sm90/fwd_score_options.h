@@ -8,16 +8,22 @@
 //   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch
 //            per tile;
 //   units    scores in units of score_unit (score_mod.h), so the softmax's exp2 stays one FFMA and
-//            the LSE comes out in natural units.
+//            the LSE comes out in natural units;
+//   dropout  (kWindow and kScoreMod, a uniform branch per tile; a call with dropout and neither
+//            softcap nor ALiBi runs the window kernel) the dropped entries of the converted 16-bit P
+//            become 0 after the row sums (common/dropout.h's stream and element mapping, the
+//            wgmma accumulator holding the mma.sync pattern: 16 rows a warp, 8-column groups),
+//            and 1 / (1 - p) goes onto O once, before the epilogue.
 #pragma once
 
 #include <cute/tensor.hpp>
 
+#include "cuda/common/dropout.h"
 #include "cuda/common/kernel_variant.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
 #include "cuda/params.h"
-#include "cuda/sm90/fwd_sequence.h"
+#include "cuda/sm90/fragment.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -96,6 +102,43 @@ struct FwdScore {
                                         [[maybe_unused]] TensorS& tSrS, [[maybe_unused]] TensorC const& tScS,
                                         [[maybe_unused]] int row0, [[maybe_unused]] int col0) const {
     if constexpr (kScoreMod) ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
+  }
+
+  // Dropout on the 16-bit P of one tile (register-A layout, S's element order: pair k = entries
+  // (row h, columns 2q, 2q + 1 of 8-column group n) with k = h + 2 n). `query0` is the tile's first
+  // row in the tensor's frame (the dropout stream counts real rows; launch_fwd keeps row_offset a
+  // multiple of 16 for dropout calls so that warps start on 16-row groups), `col0` its first key.
+  template <class TensorP, class TensorC>
+  __forceinline__ __device__ void drop([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+                                       [[maybe_unused]] TensorP& tOrP, [[maybe_unused]] TensorC const& tScS,
+                                       [[maybe_unused]] int query0, [[maybe_unused]] int col0,
+                                       [[maybe_unused]] int head, [[maybe_unused]] int batch) const {
+    using namespace cute;
+    if constexpr (kWindow) {
+      if (args.problem.has_dropout) {
+        using RowsCols = decltype(wgmma_acc_as_rows_cols(tScS.layout()));
+        constexpr int kRowsS = decltype(size<0>(RowsCols{}))::value;
+        constexpr int kColsS = decltype(size<1>(RowsCols{}))::value;
+        static_assert(kRowsS == 2, "one 64-row wgmma slab per warpgroup");
+        constexpr int kPairs = decltype(size(tOrP))::value / 2;
+        Tensor pairs = make_tensor(make_rmem_ptr(reinterpret_cast<std::uint32_t*>(raw_pointer_cast(tOrP.data()))),
+                                   make_layout(Int<kPairs>{}));
+        const TileDropout dropout(args.problem, batch, head);
+        dropout.zero_dropped_pairs<16, 8, kRowsS, kColsS>(pairs, query0 + get<0>(tScS(0)), col0 + get<1>(tScS(0)));
+      }
+    }
+  }
+
+  // O times 1 / (1 - p) (dropout's kept probabilities), once per tile, after the normalisation.
+  template <class TensorO>
+  __forceinline__ __device__ static void scale_output([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
+                                                      [[maybe_unused]] TensorO& tOrO) {
+    if constexpr (kWindow) {
+      if (args.problem.has_dropout) {
+        CUTE_UNROLL
+        for (int i = 0; i < cute::size(tOrO); ++i) tOrO(i) *= args.problem.dropout_scale;
+      }
+    }
   }
 };
 
