@@ -27,18 +27,24 @@
 
 namespace flashcore::cuda {
 
+// The stream of head `head` of batch entry `batch` (any params with ProblemParams' dropout fields).
+template <class Params>
+__forceinline__ __device__ DropoutStream dropout_stream(const Params& params, int batch, int head) {
+  DropoutStream stream;
+  stream.key0 = static_cast<std::uint32_t>(params.dropout_seed);
+  stream.key1 = static_cast<std::uint32_t>(params.dropout_seed >> 32);
+  stream.head = static_cast<std::uint32_t>(batch) * static_cast<std::uint32_t>(params.heads_q) +
+                static_cast<std::uint32_t>(head);
+  stream.offset = params.dropout_offset;
+  return stream;
+}
+
 struct TileDropout {
   DropoutStream stream;
   std::uint32_t keep_max;
 
-  __forceinline__ __device__ TileDropout(const ProblemParams& params, int batch, int head) {
-    stream.key0 = static_cast<std::uint32_t>(params.dropout_seed);
-    stream.key1 = static_cast<std::uint32_t>(params.dropout_seed >> 32);
-    stream.head = static_cast<std::uint32_t>(batch) * static_cast<std::uint32_t>(params.heads_q) +
-                  static_cast<std::uint32_t>(head);
-    stream.offset = params.dropout_offset;
-    keep_max = params.dropout_keep_max;
-  }
+  __forceinline__ __device__ TileDropout(const ProblemParams& params, int batch, int head)
+      : stream(dropout_stream(params, batch, head)), keep_max(params.dropout_keep_max) {}
 
   // Calls visit(m, n, word) once for each (m, n) of the thread's entries, `word` the draw's 32 bits
   // holding their four bytes: byte h * 2 + e is entry (row h + 2 m, column e + 2 n) of the rows-cols

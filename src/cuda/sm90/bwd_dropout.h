@@ -30,6 +30,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "common/dropout.h"
+#include "cuda/common/dropout.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -47,15 +48,8 @@ struct BwdDropout {
   float scale;  // 1 / (1 - p)
 
   template <class Params>
-  __forceinline__ __device__ BwdDropout(Params const& params, int batch, int head) {
-    stream.key0 = static_cast<std::uint32_t>(params.dropout_seed);
-    stream.key1 = static_cast<std::uint32_t>(params.dropout_seed >> 32);
-    stream.head = static_cast<std::uint32_t>(batch) * static_cast<std::uint32_t>(params.heads_q) +
-                  static_cast<std::uint32_t>(head);
-    stream.offset = params.dropout_offset;
-    keep_max = params.dropout_keep_max;
-    scale = params.dropout_scale;
-  }
+  __forceinline__ __device__ BwdDropout(Params const& params, int batch, int head)
+      : stream(dropout_stream(params, batch, head)), keep_max(params.dropout_keep_max), scale(params.dropout_scale) {}
 
   // The warpgroup's draws of tile (m0, n0 + 64 wg) into `words` (this warpgroup's kWords), by its
   // 128 threads (wg_thread = 0..127). The caller syncs the warpgroup before read().
