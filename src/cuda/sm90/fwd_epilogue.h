@@ -11,11 +11,12 @@
 // tuning log v11 has the measurements and what is left to validate).
 //
 // Directly from registers (every other kernel and call: an O TMA cannot address, variable-length
-// batches): each thread stores its column pairs (4 bytes) of its rows, rows outside
-// [0, seqlen_q) and columns past the real head_dim left unwritten. No shared memory and no
-// barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h), or, in kernels that
-// could have staged O in it, at the start of this epilogue. This path took 2.0 us (d128) /
-// 6.5 us (d256) per tile at 2k keys with no wgmma issued meanwhile (tuning log v10).
+// batches): 4, 8 or 16 bytes a thread-instruction (FwdTileSize::o_store_bytes; the wider ones
+// shuffle within each quad first), rows outside [0, seqlen_q) and columns past the real head_dim
+// left unwritten. No shared memory and no barrier: Q's buffer is released right after the last
+// QK^T (fwd_mainloop.h), or, in kernels that could have staged O in it, at the start of this
+// epilogue. With 4-byte stores this path took 2.0 us (d128) / 6.5 us (d256) per tile at 2k keys
+// with no wgmma issued meanwhile (tuning log v10).
 #pragma once
 
 #include <cute/arch/copy_sm90.hpp>
@@ -61,13 +62,7 @@ struct FwdEpilogue {
       // touch it, so it is free now (one arrival per consumer warp, as the mainloop would).
       if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
-    if constexpr (Traits::kOStoreBytes == 16) {
-      store_o_direct_16b(params, tOrO, tile, thread_idx);
-    } else if constexpr (Traits::kOStoreBytes == 8) {
-      store_o_direct_8b(params, tOrO, tile, thread_idx);
-    } else {
-      store_o_direct(params, tOrO, tile, thread_idx);
-    }
+    store_o_direct(params, tOrO, tile, thread_idx);
     store_lse(params, lse, tile, thread_idx);
   }
 
@@ -131,6 +126,9 @@ struct FwdEpilogue {
     }
   }
 
+  // What every direct store needs: all of O in 16-bit first (the fp32 accumulator then dies; the
+  // wider stores' shuffles hold packed pairs only), as (rows, d) with each element's (row, col),
+  // the (batch, head) slice of O and the tile's first row; then the store loop of the tile's width.
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct(Params const& params, FragO const& tOrO, FwdTile const& tile,
                                                         int thread_idx) {
@@ -142,12 +140,25 @@ struct FwdEpilogue {
     Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
     Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
     Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
-    static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
-
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
                    tile.head * params.o_head_stride;
     // Rows in the tensor's frame: the tile grid starts row_offset rows above it (causal).
     const int row0 = tile.m_block * kBlockM - params.row_offset;
+    if constexpr (Traits::kOStoreBytes == 16) {
+      store_rows_16b(params, rO_rc, tOcO_rc, out, row0, thread_idx);
+    } else if constexpr (Traits::kOStoreBytes == 8) {
+      store_rows_8b(params, rO_rc, tOcO_rc, out, row0, thread_idx);
+    } else {
+      store_rows_4b(params, rO_rc, tOcO_rc, out, row0);
+    }
+  }
+
+  // 4 bytes a thread-instruction: each thread stores its column pairs of its rows.
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_4b(Params const& params, RowsCols const& rO_rc,
+                                                       Coords const& tOcO_rc, Element* out, int row0) {
+    using namespace cute;
+    static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
     CUTE_UNROLL
     for (int r = 0; r < size<0>(rO_rc); ++r) {
       const int row = row0 + get<0>(tOcO_rc(r, 0));
@@ -165,34 +176,23 @@ struct FwdEpilogue {
     }
   }
 
-  // The direct stores 8 bytes at a time (Traits::kOStoreBytes == 8): lanes q and q ^ 1 of a quad
-  // swap one pair of every two 8-column groups (one __shfl_xor_sync per two pairs), after which
-  // the even lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of
-  // the second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of
-  // its row (a whole sector) per instruction instead of 16. Half the shuffles and live values of
-  // the 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
-  template <class FragO>
-  __forceinline__ __device__ static void store_o_direct_8b(Params const& params, FragO const& tOrO,
-                                                           FwdTile const& tile, int thread_idx) {
+  // 8 bytes a thread-instruction (Traits::kOStoreBytes == 8): lanes q and q ^ 1 of a quad swap one
+  // pair of every two 8-column groups (one __shfl_xor_sync per two pairs), after which the even
+  // lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of the
+  // second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of its
+  // row (a whole sector) per instruction instead of 16. Half the shuffles and live values of the
+  // 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_8b(Params const& params, RowsCols const& rO_rc,
+                                                       Coords const& tOcO_rc, Element* out, int row0, int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
-    typename Traits::TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    Tensor rO = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, rO);
-    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
-    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
-    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     constexpr int kRows = decltype(size<0>(rO_rc))::value;
     constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 2 == 0, "groups exchanged two at a time");
     struct alignas(4) Pair {
       Element x, y;
     };
-
-    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
     const int odd = thread_idx & 1;  // the lane's bit 0 within its quad
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -215,34 +215,21 @@ struct FwdEpilogue {
     }
   }
 
-  // The direct stores 16 bytes at a time (Traits::kOStoreBytes == 16): a thread holds column pairs
+  // 16 bytes a thread-instruction (Traits::kOStoreBytes == 16): a thread holds column pairs
   // (col, col + 1) of every 8-column group of its rows, the quad's four threads one pair each, so
   // the quad transposes its pairs four groups at a time (two butterfly rounds of __shfl_xor_sync),
   // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
   // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
   // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
   // every API call both). The d256 kernels spill 24-48 B with it (v11), d128 none.
-  template <class FragO>
-  __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
-                                                            FwdTile const& tile, int thread_idx) {
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_16b(Params const& params, RowsCols const& rO_rc,
+                                                        Coords const& tOcO_rc, Element* out, int row0, int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
-    typename Traits::TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    // All of O in 16-bit first, as the 4-byte path does (the fp32 accumulator then dies): the
-    // shuffles below hold packed pairs only.
-    Tensor rO = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, rO);
-    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
-    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
-    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     constexpr int kRows = decltype(size<0>(rO_rc))::value;
     constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 4 == 0, "groups transposed four at a time");
-
-    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride;
-    const int row0 = tile.m_block * kBlockM - params.row_offset;
     const int quad_lane = thread_idx % 4;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {

@@ -40,14 +40,21 @@ struct FwdTmaDescriptors {
   bool o_via_smem;  // o holds a descriptor (O is 16-byte addressable)
 };
 
-// TMA can address O (and 16-byte stores can write it): a 16-byte aligned base, batch/row/head
-// strides in 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
-// and future callers (variable-length batches) need not be, and take the direct stores.
-inline bool fwd_o_tma_addressable(const FwdParams& p) {
+// The 8- and 16-byte direct stores can write O: a 16-byte aligned base, batch/row/head strides in
+// 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the
+// others); the dev harness and future callers need not be.
+inline bool fwd_o_16b_aligned(const FwdParams& p) {
   constexpr int kElemsPer16B = 8;  // 16-bit elements
   return reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && p.head_dim % kElemsPer16B == 0 &&
          p.o_strides.row % kElemsPer16B == 0 && p.o_strides.head % kElemsPer16B == 0 &&
          p.o_strides.batch % kElemsPer16B == 0;
+}
+
+// TMA can address O: 16-byte aligned as above, and a dense (seqlen_q, d, heads, batch) tensor. A
+// variable-length batch (cu_seqlens_q) packs its sequences' rows with batch stride 0, which a
+// descriptor of that shape would address wrongly: those calls take the direct stores.
+inline bool fwd_o_tma_addressable(const FwdParams& p) {
+  return p.cu_seqlens_q == nullptr && fwd_o_16b_aligned(p);
 }
 
 template <class Traits>
@@ -235,7 +242,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   }
 
   if constexpr (Traits::kOStoreBytes > 4) {
-    if (!fwd_o_tma_addressable(p)) {
+    if (!fwd_o_16b_aligned(p)) {
       return Status::Internal("flashcore::forward: out: the sm90 kernel stores 8- or 16-byte groups and needs O's "
                               "rows 16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
     }

@@ -77,7 +77,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   K/V in L2. The next tile's Q prefetched into L2 (one Q buffer; the zig-zag items' second
   //   tile): +4-8 % at 2k, even at 4k (s9 A/B).
   if (head_dim <= 128) {
-    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true} : FwdTileSize{128, 176, 2, true};
+    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ 8}
+                  : FwdTileSize{128, 176, 2, true, 0, 1, 0, 1, false, false, /*o_store_bytes*/ 8};
   }
   // d <= 192: 128 x 96. 48 + 2 x (36 + 36) = 192 KB; 128 x 128 would need 240 KB. Not tuned;
   //   causal scheduling as d128/d256.
@@ -92,7 +93,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
   //   O through Q's buffer and TMA stores (store_o_via_smem) measured +6-10 % at 2k-4k (v11), not
   //   enabled until validated (the causal zig-zag kernel also spills 4 B with it).
-  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
+  //   O stored 8 bytes a thread-instruction when not causal (v11; the causal zig-zag kernel spills 4 B with it).
+  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ causal ? 4 : 8};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -110,7 +112,7 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
 // +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, false, /*o_store_bytes*/ 16};
   return {0, 0, 0, false};
 }
 
