@@ -38,6 +38,7 @@ struct FwdEpilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
 
+  // Two adjacent 16-bit elements: one 4-byte store, or one 32-bit shuffle operand.
   struct alignas(2 * sizeof(Element)) ElementPair {
     Element x, y;
   };
@@ -190,9 +191,6 @@ struct FwdEpilogue {
     constexpr int kRows = decltype(size<0>(rO_rc))::value;
     constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 2 == 0, "groups exchanged two at a time");
-    struct alignas(4) Pair {
-      Element x, y;
-    };
     const int odd = thread_idx & 1;  // the lane's bit 0 within its quad
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -202,8 +200,8 @@ struct FwdEpilogue {
       Element* out_row = out + int64_t(row) * params.o_row_stride;
       CUTE_UNROLL
       for (int g = 0; g < kGroups / 2; ++g) {
-        const Pair p0{rO_rc(r, 4 * g), rO_rc(r, 4 * g + 1)};      // this lane's pair of group 2g
-        const Pair p1{rO_rc(r, 4 * g + 2), rO_rc(r, 4 * g + 3)};  // and of group 2g + 1
+        const ElementPair p0{rO_rc(r, 4 * g), rO_rc(r, 4 * g + 1)};      // this lane's pair of group 2g
+        const ElementPair p1{rO_rc(r, 4 * g + 2), rO_rc(r, 4 * g + 3)};  // and of group 2g + 1
         const uint32_t a0 = reinterpret_cast<uint32_t const&>(p0);
         const uint32_t a1 = reinterpret_cast<uint32_t const&>(p1);
         const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
@@ -243,9 +241,7 @@ struct FwdEpilogue {
         uint32_t pairs[4];  // pair i of groups 4g..4g+3 (this lane's columns of each)
         CUTE_UNROLL
         for (int i = 0; i < 4; ++i) {
-          struct alignas(4) Pair {
-            Element x, y;
-          } const pair{rO_rc(r, 2 * (4 * g + i)), rO_rc(r, 2 * (4 * g + i) + 1)};
+          const ElementPair pair{rO_rc(r, 2 * (4 * g + i)), rO_rc(r, 2 * (4 * g + i) + 1)};
           pairs[i] = reinterpret_cast<uint32_t const&>(pair);
         }
         // 4 x 4 transpose across the quad with static indices: the round on lane bit m swaps,
