@@ -123,16 +123,18 @@ class FwdTmaDescriptorCache {
     const void* k;
     const void* v;
     // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
-    // others a new output buffer must not cost a miss (small calls' host time, v6).
+    // others a new output buffer must not cost a miss (small calls' host time, v6). Whether Q's
+    // rows are packed (cu_seqlens_q) decides whether O gets a descriptor at all.
     const void* out;
+    bool packed_q;
     int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
     TensorStrides q_strides, k_strides, v_strides, o_strides;
 
     static Key of(const FwdParams& p) {
       constexpr bool kHasO = Traits::kStoreOViaSmem;
-      return {p.q,        p.k,        p.v,        kHasO ? p.out : nullptr, p.device.ordinal, p.batch,     p.heads_q,
-              p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
-              kHasO ? p.o_strides : TensorStrides{}};
+      return {p.q, p.k, p.v, kHasO ? p.out : nullptr, kHasO && p.cu_seqlens_q != nullptr,
+              p.device.ordinal, p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim,
+              p.q_strides, p.k_strides, p.v_strides, kHasO ? p.o_strides : TensorStrides{}};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
@@ -141,7 +143,7 @@ class FwdTmaDescriptorCache {
       return q == o.q && k == o.k && v == o.v && device == o.device && batch == o.batch && heads_q == o.heads_q &&
              heads_kv == o.heads_kv && seqlen_q == o.seqlen_q && seqlen_k == o.seqlen_k && head_dim == o.head_dim &&
              same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides) &&
-             out == o.out && same(o_strides, o.o_strides);
+             out == o.out && packed_q == o.packed_q && same(o_strides, o.o_strides);
     }
   };
   struct Entry {
