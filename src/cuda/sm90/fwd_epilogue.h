@@ -11,13 +11,13 @@
 // tuning log v11 has the measurements and what is left to validate).
 //
 // Directly from registers (every other kernel and call: an O TMA cannot address, variable-length
-// batches): each thread stores its column pairs (4 bytes, or 8 / 16 bytes after a shuffle within
-// its quad) of its rows, rows outside [0, seqlen_q) of the tile's sequence (fwd_sequence.h: varlen
-// tiles' rows past it belong to the next sequence) and columns past the real head_dim left
-// unwritten. No shared memory and no
-// barrier: Q's buffer is released right after the last QK^T (fwd_mainloop.h), or, in kernels that
-// could have staged O in it, at the start of this epilogue. This path took 2.0 us (d128) /
-// 6.5 us (d256) per tile at 2k keys with no wgmma issued meanwhile (tuning log v10).
+// batches): 4, 8 or 16 bytes a thread-instruction (FwdTileSize::o_store_bytes; the wider ones
+// shuffle within each quad first), rows outside [0, seqlen_q) of the tile's sequence
+// (fwd_sequence.h: a varlen tile's rows past it belong to the next sequence) and columns past the
+// real head_dim left unwritten. No shared memory and no barrier: Q's buffer is released right after the last
+// QK^T (fwd_mainloop.h), or, in kernels that could have staged O in it, at the start of this
+// epilogue. With 4-byte stores this path took 2.0 us (d128) / 6.5 us (d256) per tile at 2k keys
+// with no wgmma issued meanwhile (tuning log v10).
 #pragma once
 
 #include <cute/arch/copy_sm90.hpp>
@@ -40,6 +40,7 @@ struct FwdEpilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
 
+  // Two adjacent 16-bit elements: one 4-byte store, or one 32-bit shuffle operand.
   struct alignas(2 * sizeof(Element)) ElementPair {
     Element x, y;
   };
@@ -55,7 +56,7 @@ struct FwdEpilogue {
       // first m_block of a causal grid whose seqlen_q is not a multiple of kBlockM) stopped the
       // kernel with an illegal instruction (v11). Such a warpgroup's rows go out directly.
       const int wg_row0 = tile.m_block * kBlockM - params.row_offset + 64 * (thread_idx / 128);
-      if (params.o_via_smem && wg_row0 >= 0) {  // dense calls only (make_fwd_tma_descriptors)
+      if (params.o_via_smem && wg_row0 >= 0) {  // dense calls only (fwd_o_tma_addressable)
         store_o_via_smem(params, tOrO, tile, thread_idx, q_smem, q_empty);
         store_lse(params, lse, tile, FwdSequence<Traits>(params, tile.batch), thread_idx);
         return;
@@ -65,13 +66,7 @@ struct FwdEpilogue {
       if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(q_empty);
     }
     const FwdSequence<Traits> seq(params, tile.batch);
-    if constexpr (Traits::kOStoreBytes == 16) {
-      store_o_direct_16b(params, tOrO, tile, seq, thread_idx);
-    } else if constexpr (Traits::kOStoreBytes == 8) {
-      store_o_direct_8b(params, tOrO, tile, seq, thread_idx);
-    } else {
-      store_o_direct(params, tOrO, tile, seq, thread_idx);
-    }
+    store_o_direct(params, tOrO, tile, seq, thread_idx);
     store_lse(params, lse, tile, seq, thread_idx);
   }
 
@@ -135,6 +130,9 @@ struct FwdEpilogue {
     }
   }
 
+  // What every direct store needs: all of O in 16-bit first (the fp32 accumulator then dies; the
+  // wider stores' shuffles hold packed pairs only), as (rows, d) with each element's (row, col),
+  // the (batch, head) slice of O and the tile's first row; then the store loop of the tile's width.
   template <class FragO>
   __forceinline__ __device__ static void store_o_direct(Params const& params, FragO const& tOrO, FwdTile const& tile,
                                                         FwdSequence<Traits> const& seq, int thread_idx) {
@@ -146,16 +144,30 @@ struct FwdEpilogue {
     Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
     Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
     Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
-    static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
-
     Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
                    tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
     // Rows in the sequence's frame: the tile grid starts row_offset rows above it (causal).
     const int row0 = tile.m_block * kBlockM - seq.row_offset;
+    if constexpr (Traits::kOStoreBytes == 16) {
+      store_rows_16b(params, rO_rc, tOcO_rc, out, row0, seq.seqlen_q, thread_idx);
+    } else if constexpr (Traits::kOStoreBytes == 8) {
+      store_rows_8b(params, rO_rc, tOcO_rc, out, row0, seq.seqlen_q, thread_idx);
+    } else {
+      store_rows_4b(params, rO_rc, tOcO_rc, out, row0, seq.seqlen_q);
+    }
+  }
+
+  // 4 bytes a thread-instruction: each thread stores its column pairs of its rows.
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_4b(Params const& params, RowsCols const& rO_rc,
+                                                       Coords const& tOcO_rc, Element* out, int row0,
+                                                       int seqlen_q) {
+    using namespace cute;
+    static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "columns come in (col, col + 1) pairs");
     CUTE_UNROLL
     for (int r = 0; r < size<0>(rO_rc); ++r) {
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      if (row < 0 || row >= seq.seqlen_q) continue;
+      if (row < 0 || row >= seqlen_q) continue;
       Element* out_row = out + row * params.o_row_stride;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(rO_rc); c += 2) {
@@ -169,45 +181,32 @@ struct FwdEpilogue {
     }
   }
 
-  // The direct stores 8 bytes at a time (Traits::kOStoreBytes == 8): lanes q and q ^ 1 of a quad
-  // swap one pair of every two 8-column groups (one __shfl_xor_sync per two pairs), after which
-  // the even lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of
-  // the second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of
-  // its row (a whole sector) per instruction instead of 16. Half the shuffles and live values of
-  // the 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
-  template <class FragO>
-  __forceinline__ __device__ static void store_o_direct_8b(Params const& params, FragO const& tOrO,
-                                                           FwdTile const& tile, FwdSequence<Traits> const& seq, int thread_idx) {
+  // 8 bytes a thread-instruction (Traits::kOStoreBytes == 8): lanes q and q ^ 1 of a quad swap one
+  // pair of every two 8-column groups (one __shfl_xor_sync per two pairs), after which the even
+  // lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of the
+  // second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of its
+  // row (a whole sector) per instruction instead of 16. Half the shuffles and live values of the
+  // 16-byte stores: the d256 kernels fit without spilling (but the causal zig-zag one).
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_8b(Params const& params, RowsCols const& rO_rc,
+                                                       Coords const& tOcO_rc, Element* out, int row0, int seqlen_q,
+                                                       int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
-    typename Traits::TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    Tensor rO = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, rO);
-    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
-    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
-    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     constexpr int kRows = decltype(size<0>(rO_rc))::value;
     constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 2 == 0, "groups exchanged two at a time");
-    struct alignas(4) Pair {
-      Element x, y;
-    };
-
-    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
-    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     const int odd = thread_idx & 1;  // the lane's bit 0 within its quad
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       // Every lane shuffles, the row check comes after (__shfl_xor_sync needs all 32 lanes).
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      const bool row_ok = row >= 0 && row < seq.seqlen_q;
+      const bool row_ok = row >= 0 && row < seqlen_q;
       Element* out_row = out + int64_t(row) * params.o_row_stride;
       CUTE_UNROLL
       for (int g = 0; g < kGroups / 2; ++g) {
-        const Pair p0{rO_rc(r, 4 * g), rO_rc(r, 4 * g + 1)};      // this lane's pair of group 2g
-        const Pair p1{rO_rc(r, 4 * g + 2), rO_rc(r, 4 * g + 3)};  // and of group 2g + 1
+        const ElementPair p0{rO_rc(r, 4 * g), rO_rc(r, 4 * g + 1)};      // this lane's pair of group 2g
+        const ElementPair p1{rO_rc(r, 4 * g + 2), rO_rc(r, 4 * g + 3)};  // and of group 2g + 1
         const uint32_t a0 = reinterpret_cast<uint32_t const&>(p0);
         const uint32_t a1 = reinterpret_cast<uint32_t const&>(p1);
         const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
@@ -219,50 +218,36 @@ struct FwdEpilogue {
     }
   }
 
-  // The direct stores 16 bytes at a time (Traits::kOStoreBytes == 16): a thread holds column pairs
+  // 16 bytes a thread-instruction (Traits::kOStoreBytes == 16): a thread holds column pairs
   // (col, col + 1) of every 8-column group of its rows, the quad's four threads one pair each, so
   // the quad transposes its pairs four groups at a time (two butterfly rounds of __shfl_xor_sync),
   // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
   // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
   // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
   // every API call both). The d256 kernels spill 24-48 B with it (v11), d128 none.
-  template <class FragO>
-  __forceinline__ __device__ static void store_o_direct_16b(Params const& params, FragO const& tOrO,
-                                                            FwdTile const& tile, FwdSequence<Traits> const& seq, int thread_idx) {
+  template <class RowsCols, class Coords>
+  __forceinline__ __device__ static void store_rows_16b(Params const& params, RowsCols const& rO_rc,
+                                                        Coords const& tOcO_rc, Element* out, int row0, int seqlen_q,
+                                                       int thread_idx) {
     using namespace cute;
     static_assert(sizeof(Element) == 2, "16-bit O");
-    typename Traits::TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    // All of O in 16-bit first, as the 4-byte path does (the fp32 accumulator then dies): the
-    // shuffles below hold packed pairs only.
-    Tensor rO = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, rO);
-    Tensor rO_rc = make_tensor(rO.data(), wgmma_acc_as_rows_cols(rO.layout()));  // (rows, d)
-    Tensor tOcO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{})));
-    Tensor tOcO_rc = make_tensor(tOcO.data(), wgmma_acc_as_rows_cols(tOcO.layout()));  // (rows, d) -> (row, col)
     constexpr int kRows = decltype(size<0>(rO_rc))::value;
     constexpr int kGroups = decltype(size<1>(rO_rc))::value / 2;  // 8-column groups, one pair each
     static_assert(kGroups % 4 == 0, "groups transposed four at a time");
-
-    Element* out = static_cast<Element*>(params.out) + tile.batch * params.o_batch_stride +
-                   tile.head * params.o_head_stride + int64_t(seq.row_q) * params.o_row_stride;
-    const int row0 = tile.m_block * kBlockM - seq.row_offset;
     const int quad_lane = thread_idx % 4;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       // Every lane shuffles, the row check comes after: a quad's lanes share a row, but the warp's
       // eight quads hold eight rows and __shfl_xor_sync needs all 32 lanes.
       const int row = row0 + get<0>(tOcO_rc(r, 0));
-      const bool row_ok = row >= 0 && row < seq.seqlen_q;
+      const bool row_ok = row >= 0 && row < seqlen_q;
       Element* out_row = out + int64_t(row) * params.o_row_stride;
       CUTE_UNROLL
       for (int g = 0; g < kGroups / 4; ++g) {
         uint32_t pairs[4];  // pair i of groups 4g..4g+3 (this lane's columns of each)
         CUTE_UNROLL
         for (int i = 0; i < 4; ++i) {
-          struct alignas(4) Pair {
-            Element x, y;
-          } const pair{rO_rc(r, 2 * (4 * g + i)), rO_rc(r, 2 * (4 * g + i) + 1)};
+          const ElementPair pair{rO_rc(r, 2 * (4 * g + i)), rO_rc(r, 2 * (4 * g + i) + 1)};
           pairs[i] = reinterpret_cast<uint32_t const&>(pair);
         }
         // 4 x 4 transpose across the quad with static indices: the round on lane bit m swaps,

@@ -40,10 +40,10 @@ struct FwdTmaDescriptors {
   bool o_via_smem;  // o holds a descriptor (O is 16-byte addressable)
 };
 
-// TMA can address O (and 16-byte stores can write it): a 16-byte aligned base, batch/row/head
-// strides in 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the others); the dev harness
-// need not be, and takes the direct stores.
-inline bool fwd_o_tma_addressable(const FwdParams& p) {
+// The 8- and 16-byte direct stores can write O: a 16-byte aligned base, batch/row/head strides in
+// 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the
+// others); the dev harness and future callers need not be.
+inline bool fwd_o_16b_aligned(const FwdParams& p) {
   constexpr int kElemsPer16B = 8;  // 16-bit elements
   return reinterpret_cast<std::uintptr_t>(p.out) % 16 == 0 && p.head_dim % kElemsPer16B == 0 &&
          p.o_strides.row % kElemsPer16B == 0 && p.o_strides.head % kElemsPer16B == 0 &&
@@ -59,6 +59,13 @@ struct FwdTmaExtent {
                                      : FwdTmaExtent{p.seqlen_q, p.seqlen_k, p.batch};
   }
 };
+
+// TMA can address O: 16-byte aligned as above, and a dense (seqlen_q, d, heads, batch) tensor. A
+// variable-length batch (cu_seqlens_q) packs its sequences' rows with batch stride 0, which a
+// descriptor of that shape would address wrongly: those calls take the direct stores.
+inline bool fwd_o_tma_addressable(const FwdParams& p) {
+  return p.cu_seqlens_q == nullptr && fwd_o_16b_aligned(p);
+}
 
 template <class Traits>
 FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
@@ -89,9 +96,7 @@ FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
       false,
   };
   if constexpr (Traits::kStoreOViaSmem) {
-    // Dense only: a varlen tile's TMA store box would write the next sequence's first rows (the
-    // direct stores bound rows by the tile's own sequence).
-    if (fwd_o_tma_addressable(p) && p.cu_seqlens_q == nullptr) {
+    if (fwd_o_tma_addressable(p)) {
       Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_q,
                               make_stride(p.o_strides.row, _1{}, p.o_strides.head, p.o_strides.batch));
       d.o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOBox{}, Shape<_64, _64>{}, _1{});
@@ -129,17 +134,19 @@ class FwdTmaDescriptorCache {
     const void* k;
     const void* v;
     // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
-    // others a new output buffer must not cost a miss (small calls' host time, v6).
+    // others a new output buffer must not cost a miss (small calls' host time, v6). Whether Q's
+    // rows are packed (cu_seqlens_q) decides whether O gets a descriptor at all.
     const void* out;
+    bool packed_q;
     int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;  // the TMA extents (FwdTmaExtent)
     TensorStrides q_strides, k_strides, v_strides, o_strides;
 
     static Key of(const FwdParams& p) {
       constexpr bool kHasO = Traits::kStoreOViaSmem;
       const FwdTmaExtent e = FwdTmaExtent::of(p);
-      return {p.q,        p.k,       p.v,        kHasO ? p.out : nullptr, p.device.ordinal, e.batches,   p.heads_q,
-              p.heads_kv, e.rows_q,  e.rows_k,   p.head_dim,              p.q_strides,      p.k_strides, p.v_strides,
-              kHasO ? p.o_strides : TensorStrides{}};
+      return {p.q,       p.k,        p.v,        kHasO ? p.out : nullptr, kHasO && p.cu_seqlens_q != nullptr,
+              p.device.ordinal, e.batches, p.heads_q, p.heads_kv, e.rows_q, e.rows_k, p.head_dim,
+              p.q_strides, p.k_strides, p.v_strides, kHasO ? p.o_strides : TensorStrides{}};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
@@ -148,7 +155,7 @@ class FwdTmaDescriptorCache {
       return q == o.q && k == o.k && v == o.v && device == o.device && batch == o.batch && heads_q == o.heads_q &&
              heads_kv == o.heads_kv && seqlen_q == o.seqlen_q && seqlen_k == o.seqlen_k && head_dim == o.head_dim &&
              same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides) &&
-             out == o.out && same(o_strides, o.o_strides);
+             out == o.out && packed_q == o.packed_q && same(o_strides, o.o_strides);
     }
   };
   struct Entry {
@@ -260,7 +267,7 @@ Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   }
 
   if constexpr (Traits::kOStoreBytes > 4) {
-    if (!fwd_o_tma_addressable(p)) {
+    if (!fwd_o_16b_aligned(p)) {
       return Status::Internal("flashcore::forward: out: the sm90 kernel stores 8- or 16-byte groups and needs O's "
                               "rows 16-byte aligned and head_dim a multiple of 8 (staging.h should have arranged it)");
     }

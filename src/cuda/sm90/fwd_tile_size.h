@@ -43,7 +43,7 @@ struct FwdTileSize {
   // column pair), 8 (pairs swapped between neighbouring lanes: a quad writes a whole 32-byte
   // sector of its row) or 16 (a 4 x 4 transpose across the quad). v11's timeline for 16: the
   // epilogue per tile 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256), Q still released after the
-  // last QK^T. No tile uses more than 4 yet (not validated on a GPU: tuning log v11).
+  // last QK^T. Tiles with 8 or 16 since v12 (tuning log: +3-10 % at 2k-8k where they apply).
   int o_store_bytes = 4;
 };
 
@@ -75,9 +75,12 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   Causal scheduling: zig-zag persistent up to 64 m_blocks (8k keys): +7-14 % at 512-8k; at
   //   16k one tile per CTA stays ahead (643-703 vs 635), its concurrent CTAs sharing one head's
   //   K/V in L2. The next tile's Q prefetched into L2 (one Q buffer; the zig-zag items' second
-  //   tile): +4-8 % at 2k, even at 4k (s9 A/B).
+  //   tile): +4-8 % at 2k, even at 4k (s9 A/B). O stored 8 bytes a thread-instruction: +6.9 /
+  //   +2.8 / +4.6 % at 2k / 4k / 8k (v12 A/B). Non-causal 128 x 176 keeps 4-byte stores: 8 bytes
+  //   measured +0.7 % at 8k (noise; v12), the epilogue a small part of a tile of that many keys.
   if (head_dim <= 128) {
-    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true} : FwdTileSize{128, 176, 2, true};
+    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ 8}
+                  : FwdTileSize{128, 176, 2, true};
   }
   // d <= 192: 128 x 96. 48 + 2 x (36 + 36) = 192 KB; 128 x 128 would need 240 KB. Not tuned;
   //   causal scheduling as d128/d256.
@@ -92,7 +95,9 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
   //   O through Q's buffer and TMA stores (store_o_via_smem) measured +6-10 % at 2k-4k (v11), not
   //   enabled until validated (the causal zig-zag kernel also spills 4 B with it).
-  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true};
+  //   O stored 8 bytes a thread-instruction when not causal: +10.4 / +6.4 / +3.9 % at 2k / 4k / 8k
+  //   (v12 A/B). Causal keeps 4: with 8 the causal zig-zag kernel spills 4 B (v11, ptxas).
+  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ causal ? 4 : 8};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -108,9 +113,10 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // Key ranges up to kShortKeysMax. d128 non-causal: 128 x 128 with two Q buffers (2 x 32 + 2 x
 // (32 + 32) = 192 KB): no ragged last key block at 2k/4k (176 leaves 3 % of a tile's keys
 // empty there), and with a tile of only 16-32 key blocks the tile boundary (Q latency) counts.
-// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16).
+// +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16). O stored 16 bytes a thread-instruction: +7.9 /
+// +4.5 % at 2k / 4k (v12 A/B).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2};
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, false, /*o_store_bytes*/ 16};
   return {0, 0, 0, false};
 }
 
