@@ -43,7 +43,7 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
   typename Traits::SmemLayoutK smem_k;
   auto box_q = Shape<Int<kBlockM>, Int<kHeadDim>>{};
   auto box_k = Shape<Int<kBlockN>, Int<kHeadDim>>{};
-  return {
+  typename Traits::Params params{
       make_tma_copy(SM90_TMA_LOAD{}, gmem(p.q, shape_q, p.q_strides), smem_q, box_q, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gmem(p.dout, shape_q, p.do_strides), smem_q, box_q, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gmem(p.k, shape_k, p.k_strides), smem_k, box_k, _1{}),
@@ -73,11 +73,14 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
       p.softmax_scale,
       p.scale_log2,
       p.deterministic,
-      p.dropout_seed,
-      p.dropout_offset,
-      p.dropout_keep_max,
-      p.dropout_scale,
   };
+  if constexpr (Traits::kDropout) {  // the d256 kernels' Params have no dropout fields
+    params.dropout_seed = p.dropout_seed;
+    params.dropout_offset = p.dropout_offset;
+    params.dropout_keep_max = p.dropout_keep_max;
+    params.dropout_scale = p.dropout_scale;
+  }
+  return params;
 }
 
 // CTAs (a cluster along y) that split a kv head's group of query heads (bwd_cluster_reduce.h).

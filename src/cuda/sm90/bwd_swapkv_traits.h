@@ -44,6 +44,8 @@ struct BwdTraitsSwapKV {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
+  // No dropout kernels at d > 128 (run_bwd_pass refuses a dropout call before launching).
+  static constexpr bool kDropout = false;
 
   // Warp roles as in BwdTraits: warpgroup 0 produces, warpgroups 1 and 2 consume.
   static constexpr int kConsumerWGs = 2;

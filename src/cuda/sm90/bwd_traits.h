@@ -195,10 +195,11 @@ struct BwdTraits {
     float scale_log2;
     bool deterministic;
     // Dropout (the kDropout kernels; params.h): the stream's key, offset and keep threshold.
-    uint64_t dropout_seed;
-    uint32_t dropout_offset;
-    uint32_t dropout_keep_max;
-    float dropout_scale;  // 1 / (1 - p)
+    // Set by make_bwd_kernel_params for the kDropout kernels only; zero in the others.
+    uint64_t dropout_seed = 0;
+    uint32_t dropout_offset = 0;
+    uint32_t dropout_keep_max = 0;
+    float dropout_scale = 1.0f;  // 1 / (1 - p)
   };
 };
 
