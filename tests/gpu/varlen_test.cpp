@@ -63,10 +63,12 @@ TEST_P(CudaVarlen, ForwardAndBackwardMatchThePerSequenceReference) {
   VarlenTensors t(std::get<0>(GetParam()), std::get<1>(GetParam()));
   DeviceVarlen dev(t);
   Status status = forward(dev.on_device(t.forward_params(Backend::kCuda)));
+  if (run_lacks_kernel(status, ::testing::UnitTest::GetInstance()->current_test_info()->name())) GTEST_SKIP() << status.message();
   ASSERT_TRUE(status.ok()) << status.message();
   BackwardParams bp = dev.on_device(t.backward_params(Backend::kCuda));
   bp.dout = dev.dout.view(), bp.dq = dev.dq.view(), bp.dk = dev.dk.view(), bp.dv = dev.dv.view();
   status = backward(bp);
+  if (run_lacks_kernel(status, ::testing::UnitTest::GetInstance()->current_test_info()->name())) GTEST_SKIP() << status.message();
   ASSERT_TRUE(status.ok()) << status.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   dev.out.download_into(t.out), dev.lse.download_into(t.lse);
