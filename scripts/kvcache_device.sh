@@ -7,7 +7,7 @@
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
 # compiling. SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
-# main benchmark. Logs and JSON go to $OUT (the device
+# main benchmark; TEST_TIMEOUT / SANITIZER_TIMEOUT (s) cap each test / sanitizer step. Logs and JSON go to $OUT (the device
 # tool returns at most 8 files: skip steps or pack them). PARALLEL=1 runs the correctness steps (GPU
 # tests, memcheck, racecheck) at the same time, before the benchmarks run alone: they check, not
 # time, and the device's held time is what a call costs (session 10: one call of ~160 s held).
@@ -37,7 +37,7 @@ wanted() { [[ "$skip" != *" $1 "* ]]; }
 gtest() {  # name, env assignment or "", filter
   local name=$1 envs=$2 filter=$3
   step "gpu tests: $name"
-  env $envs timeout 120 "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$name.txt" 2>&1
+  env $envs timeout "${TEST_TIMEOUT:-120}" "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$name.txt" 2>&1
   echo "rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/gpu_tests_$name.txt" | tr '\n' ' ')" | tee -a "$log"
   grep -E '^\[  FAILED  \]' "$out/gpu_tests_$name.txt" | head -10 | tee -a "$log"
 }
@@ -45,14 +45,14 @@ gtest() {  # name, env assignment or "", filter
 memcheck() {  # [name suffix, env assignment, filter]: the defaults check the default kernels
   local name=${1:-} envs=${2:-} filter=${3:-${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}}
   step "compute-sanitizer memcheck $name"
-  env $envs timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
+  env $envs timeout "${SANITIZER_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
     >"$out/memcheck$name.txt" 2>&1
   echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck$name.txt" | tr '\n' ' ')" | tee -a "$log"
 }
 racecheck() {
   local name=${1:-} envs=${2:-} filter=${3:-${RACECHECK_FILTER:-CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}}
   step "compute-sanitizer racecheck $name"
-  env $envs timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
+  env $envs timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
     >"$out/racecheck$name.txt" 2>&1
   echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck$name.txt" | tr '\n' ' ')" | tee -a "$log"
 }
