@@ -315,6 +315,8 @@ def main():
                 variants += [(False, splits, "") for splits in sweep.get(batch, [])]
             if batch in ab_batches:
                 variants += [(False, 0, ab) for ab in ab_variants]
+                if page == 0:  # the split sweep for each A/B variant too
+                    variants += [(False, splits, ab) for ab in ab_variants for splits in sweep.get(batch, [])]
             for append, forced_splits, ab in variants:
                 if ab:
                     os.environ["FLASHCORE_DECODE_AB"] = ab

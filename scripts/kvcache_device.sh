@@ -56,6 +56,10 @@ racecheck() {
     >"$out/racecheck$name.txt" 2>&1
   echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck$name.txt" | tr '\n' ' ')" | tee -a "$log"
 }
+# MMA_FILTER: the default kernels' tests; CLUSTER_TESTS: those run with the cluster kernel forced on
+# (cluster_nan runs the ~34 s NaN test apart, so PARALLEL=1 can spread it).
+mma_filter="${MMA_FILTER:-*KvCache*}"
+cluster_tests="${CLUSTER_TESTS:-*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*:-*NanPastTheSequence*}"
 # sm90's cluster decode kernel (FLASHCORE_DECODE_CLUSTER=on: every bf16 problem up to d128 that
 # kernels=auto gives the sm90 row, whatever the split count) under the sanitizers.
 cluster_filter="${CLUSTER_SANITIZE_FILTER:-CudaKvCacheSanitize.DecodeGqaPagedAndContiguous:CudaKvCacheSanitize.ClusterSplitCounts:CudaKvCacheSanitize.RepeatedCallsShareTheWorkspace:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_16_rotary_interleaved_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/long_splits_auto_bf16}"
@@ -64,18 +68,20 @@ step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 if [[ "${PARALLEL:-0}" == 1 ]]; then
   # Each step's summary goes to a log of its own, appended to steps.txt after the wait.
-  wanted mma && (log="$out/steps_mma.txt" && gtest mma "" '*KvCache*') &
-  wanted cluster && (log="$out/steps_cluster.txt" && gtest cluster FLASHCORE_DECODE_CLUSTER=on '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*') &
+  wanted mma && (log="$out/steps_mma.txt" && gtest mma "" "$mma_filter") &
+  wanted cluster && (log="$out/steps_cluster.txt" && gtest cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_tests") &
+  wanted cluster_nan && (log="$out/steps_cluster_nan.txt" && gtest cluster_nan FLASHCORE_DECODE_CLUSTER=on '*NanPastTheSequence*') &
   wanted memcheck && (log="$out/steps_memcheck.txt" && memcheck) &
   wanted racecheck && (log="$out/steps_racecheck.txt" && racecheck) &
   wanted memcheck_cluster && (log="$out/steps_memcheck_cluster.txt" && memcheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
   wanted racecheck_cluster && (log="$out/steps_racecheck_cluster.txt" && racecheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
   wait
-  for f in mma cluster memcheck racecheck memcheck_cluster racecheck_cluster; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
-  skip="$skip mma cluster memcheck racecheck memcheck_cluster racecheck_cluster "
+  for f in mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
+  skip="$skip mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster "
 fi
-wanted mma && gtest mma "" '*KvCache*'
-wanted cluster && gtest cluster FLASHCORE_DECODE_CLUSTER=on '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
+wanted mma && gtest mma "" "$mma_filter"
+wanted cluster && gtest cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_tests"
+wanted cluster_nan && gtest cluster_nan FLASHCORE_DECODE_CLUSTER=on '*NanPastTheSequence*'
 wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'

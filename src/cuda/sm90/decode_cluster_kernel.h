@@ -20,8 +20,8 @@
 namespace flashcore::cuda::sm90 {
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 1) decode_cluster_kernel(const __grid_constant__ DecodeParams p) {
-  static_assert(Traits::kMinCtasPerSm == 1, "8 warps a CTA, one CTA a SM");
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
+    decode_cluster_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const sm80::DecodeCta cta = sm80::decode_cta<Traits::kRows>(p);
   sm80::decode_mma_mainloop<Traits>(p, cta, smem_raw);

@@ -4,9 +4,9 @@
 // cluster (16); no split workspace.
 //
 // Which problems it keeps for the cluster kernel (kernels=auto; FLASHCORE_DECODE_CLUSTER=on takes
-// every problem, =off none, for tests and A/B runs): those with a merge to save, i.e. more than one
-// split, at most 16, head_dim above half the kernel's (d <= 64 has its own sm80 kernel), and every
-// cluster resident at once (a cluster lives in one GPC: where the query says fewer fit, the
+// every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured slower
+// on it, v9) with a merge to save, i.e. more than one split, at most 16, head_dim above half the
+// kernel's (d <= 64 has its own sm80 kernel), and every cluster resident at once (a cluster lives in one GPC: where the query says fewer fit, the
 // clusters would run in two waves where the plain grid ran in one). The rest go to
 // DecodeParams::fallback, the sm80 row, unchanged.
 #pragma once
@@ -68,13 +68,14 @@ Status resident_clusters(Kernel kernel, const DecodeParams& p, int threads, int 
 }
 
 template <class Traits>
-Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream) {
+Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, ClusterDecode mode) {
   using Element = typename Traits::Element;
   constexpr int kSmem = Traits::kSmemBytes;
-  const ClusterDecode mode = cluster_decode_mode();
   const bool auto_mode = mode == ClusterDecode::kAuto && params.fallback != nullptr;
   if (mode == ClusterDecode::kOff && params.fallback != nullptr) return params.fallback(params, stream);
-  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits)) {
+  // Paged caches stay on sm80 (v9: batch 8 page 16, 100.9 us on the cluster kernel against 99.3).
+  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits ||
+                    params.block_table != nullptr)) {
     return params.fallback(params, stream);
   }
   const auto kernel = &decode_cluster_kernel<Traits>;
@@ -85,14 +86,22 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream) {
   const int m_blocks = (rows + Traits::kRows - 1) / Traits::kRows;
   const long long base_ctas = static_cast<long long>(params.batch) * params.heads_kv * m_blocks;
   const long long tiles = (std::max(params.max_seqlen_k, 1) + Traits::kBlockN - 1) / Traits::kBlockN;
+  int per_sm = 1;
+  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
   int num_splits = params.num_splits;
-  if (num_splits == 0) num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, 1, kMaxClusterSplits);
+  if (num_splits == 0) {
+    num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm, kMaxClusterSplits);
+  }
   num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxClusterSplits)));
   if (auto_mode) {
     if (num_splits == 1) return params.fallback(params, stream);  // no merge to save
+    // v9: at batch 1 (8 clusters of 16, one CTA a SM) the H100 held fewer than 8 at once: 33.1 us
+    // against sm80's 20.4, two waves.
     int clusters = 0;
     FLASHCORE_RETURN_IF_ERROR(resident_clusters(kernel, params, Traits::kThreads, kSmem, num_splits, &clusters));
-    if (base_ctas > clusters && base_ctas * num_splits <= params.device.sm_count) return params.fallback(params, stream);
+    if (base_ctas > clusters && base_ctas * num_splits <= static_cast<long long>(params.device.sm_count) * per_sm) {
+      return params.fallback(params, stream);
+    }
   }
 
   DecodeParams p = params;
@@ -121,8 +130,20 @@ Status run_decode(const DecodeParams& params, cudaStream_t stream) {
                                            kLightCount, kWarps>;
   using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
                                       kLightCount, kWarps>;
-  if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream);
-  return launch_cluster_decode<Contiguous>(params, stream);
+  ClusterDecode mode = cluster_decode_mode();
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+  // v9's A/B: the cluster kernel with sm80's CTA (4 warps, 64-key tiles, 3 stages, 2 CTAs a SM).
+  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr && std::strcmp(ab, "cluster4w") == 0) {
+    using Contiguous4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
+                                              kLightCount, 4>;
+    using Paged4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
+                                         kLightCount, 4>;
+    if (params.block_table != nullptr) return launch_cluster_decode<Paged4>(params, stream, ClusterDecode::kOn);
+    return launch_cluster_decode<Contiguous4>(params, stream, ClusterDecode::kOn);
+  }
+#endif
+  if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream, mode);
+  return launch_cluster_decode<Contiguous>(params, stream, mode);
 }
 
 }  // namespace flashcore::cuda::sm90
