@@ -190,9 +190,10 @@ struct DecodeParams : ProblemParams {
   // arrives last merges the partials (decode_combine.h) and resets its counter. Null: a separate
   // combine kernel merges them instead.
   unsigned* split_counters = nullptr;
-  // The launcher of an older family's row for the same problem (kvcache.cu sets it for an sm90 row):
-  // sm90's cluster launcher hands it the problems its heuristic keeps off the cluster kernel
-  // (sm90/decode_launch_template.h). Null: none built; the cluster kernel serves everything.
+  // The launcher of an older family's row for the same problem (kvcache.cu sets it for an sm90 row
+  // under kernels=auto): sm90's cluster launcher hands it the problems its heuristic keeps off the
+  // cluster kernel (sm90/decode_launch_template.h). Null (a forced family, or no sm80 row built):
+  // the cluster kernel serves everything.
   Status (*fallback)(const DecodeParams& params, cudaStream_t stream) = nullptr;
 };
 
