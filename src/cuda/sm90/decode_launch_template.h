@@ -6,9 +6,9 @@
 // Which problems it keeps for the cluster kernel (kernels=auto; FLASHCORE_DECODE_CLUSTER=on takes
 // every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured slower
 // on it, v9) with a merge to save, i.e. more than one split, at most 16, head_dim above half the
-// kernel's (d <= 64 has its own sm80 kernel), and every cluster resident at once (a cluster lives in one GPC: where the query says fewer fit, the
-// clusters would run in two waves where the plain grid ran in one). The rest go to
-// DecodeParams::fallback, the sm80 row, unchanged.
+// kernel's (d <= 64 has its own sm80 kernel), and a grid whose clusters are all resident at once
+// (a cluster lives in one GPC: cudaOccupancyMaxActiveClusters). The rest go to
+// DecodeParams::fallback, the sm80 row, unchanged. docs/kvcache.md, v9.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -86,22 +86,22 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   const int m_blocks = (rows + Traits::kRows - 1) / Traits::kRows;
   const long long base_ctas = static_cast<long long>(params.batch) * params.heads_kv * m_blocks;
   const long long tiles = (std::max(params.max_seqlen_k, 1) + Traits::kBlockN - 1) / Traits::kBlockN;
-  int per_sm = 1;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
   int num_splits = params.num_splits;
   if (num_splits == 0) {
+    int per_sm = 1;
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
     num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm, kMaxClusterSplits);
   }
   num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxClusterSplits)));
   if (auto_mode) {
     if (num_splits == 1) return params.fallback(params, stream);  // no merge to save
-    // v9: at batch 1 (8 clusters of 16, one CTA a SM) the H100 held fewer than 8 at once: 33.1 us
-    // against sm80's 20.4, two waves.
+    // One wave of clusters or none: the heuristic counted SM slots, but a cluster needs its CTAs in
+    // one GPC, so fewer clusters fit than slots / size (v9: the H100 holds 7 clusters of 16, 15 of
+    // 8, 22 of 5 at one CTA a SM). Batch 1 (8 clusters of 16) took two waves: 33.1 us against
+    // sm80's 20.4. Only single-wave grids were measured faster (batch 8: 64 clusters of 2, 66 fit).
     int clusters = 0;
     FLASHCORE_RETURN_IF_ERROR(resident_clusters(kernel, params, Traits::kThreads, kSmem, num_splits, &clusters));
-    if (base_ctas > clusters && base_ctas * num_splits <= static_cast<long long>(params.device.sm_count) * per_sm) {
-      return params.fallback(params, stream);
-    }
+    if (base_ctas > clusters) return params.fallback(params, stream);
   }
 
   DecodeParams p = params;
