@@ -235,7 +235,9 @@ def main():
                              "(read_floor: what one launch of that size can read)")
     parser.add_argument("--ab", default="",
                         help="V1,V2,..: also time the contiguous and paged rows of --ab-batches with "
-                             "FLASHCORE_DECODE_AB=V (builds with FLASHCORE_DECODE_AB_VARIANTS; graph replay only)")
+                             "FLASHCORE_DECODE_AB=V (builds with FLASHCORE_DECODE_AB_VARIANTS; graph replay only; "
+                             "on sm90, 'sm80' keeps every call off the cluster kernel and 'cluster' puts every "
+                             "call on it)")
     parser.add_argument("--ab-batches", default="1,8")
     args = parser.parse_args()
 
@@ -313,6 +315,8 @@ def main():
                 variants += [(False, splits, "") for splits in sweep.get(batch, [])]
             if batch in ab_batches:
                 variants += [(False, 0, ab) for ab in ab_variants]
+                if page == 0:  # the split sweep for each A/B variant too
+                    variants += [(False, splits, ab) for ab in ab_variants for splits in sweep.get(batch, [])]
             for append, forced_splits, ab in variants:
                 if ab:
                     os.environ["FLASHCORE_DECODE_AB"] = ab
@@ -325,7 +329,9 @@ def main():
                     return flashcore.flash_attn_with_kvcache(q, kcs[i], vcs[i], k_new, k_new, cache_seqlens=lens,
                                                              block_table=tables[i], num_splits=forced_splits,
                                                              check_indices=False)
-                row = dict(base, impl="flashcore" + args.label + (f"_ab_{ab}" if ab else ""), kernels="sm80",
+                row = dict(base, impl="flashcore" + args.label + (f"_ab_{ab}" if ab else ""),
+                           kernels=os.environ.get("FLASHCORE_KERNELS") or "auto",
+                           decode_cluster=os.environ.get("FLASHCORE_DECODE_CLUSTER") or "auto",
                            page_size=page, append=append, ab_variant=ab or None,
                            num_splits=forced_splits or "auto",
                            decode_kernel=os.environ.get("FLASHCORE_DECODE_KERNEL") or "mma",

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 19's device run, in one call: the forward_kvcache GPU tests (tensor-core decode kernel, its
-# 2- and 3-stage variants, the per-chunk page offsets and the FP32-FMA one on subsets), compute-sanitizer
-# memcheck and racecheck on small cases, the Python tests on CUDA, and the decode benchmark
+# 2- and 3-stage variants, the per-chunk page offsets and the FP32-FMA one on subsets; sm90's cluster
+# kernel forced on, "cluster"), compute-sanitizer memcheck and racecheck on small cases (the
+# default kernels, and the cluster kernel: memcheck_cluster, racecheck_cluster), the Python tests on CUDA, and the decode benchmark
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
 # compiling. SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
-# main benchmark. Logs and JSON go to $OUT (the device
+# main benchmark; TEST_TIMEOUT / SANITIZER_TIMEOUT (s) cap each test / sanitizer step. Logs and JSON go to $OUT (the device
 # tool returns at most 8 files: skip steps or pack them). PARALLEL=1 runs the correctness steps (GPU
 # tests, memcheck, racecheck) at the same time, before the benchmarks run alone: they check, not
 # time, and the device's held time is what a call costs (session 10: one call of ~160 s held).
@@ -16,7 +17,7 @@
 #
 # Session 7 built the binaries on the (GPU-less) workstation and carried them:
 #   cmake -S . -B build/devkv -G Ninja -DFLASHCORE_CUDA=ON -DFLASHCORE_CUDA_ARCHS=90-real \
-#     -DFLASHCORE_KERNEL_FAMILIES=sm80 -DFLASHCORE_PASSES=decode -DFLASHCORE_BUILD_EXAMPLES=OFF \
+#     -DFLASHCORE_KERNEL_FAMILIES="sm80;sm90" -DFLASHCORE_PASSES=decode -DFLASHCORE_BUILD_EXAMPLES=OFF \
 #     -DCUTLASS_DIR=... -DFLASHCORE_GTEST_SOURCE_DIR=...
 #   ninja -C build/devkv flashcore_gpu_tests flashcore_c
 #   then build/devkv/{tests/gpu/flashcore_gpu_tests,src/c_api/libflashcore_c.so} -> <carried copy>/build/devkv/
@@ -36,44 +37,59 @@ wanted() { [[ "$skip" != *" $1 "* ]]; }
 gtest() {  # name, env assignment or "", filter
   local name=$1 envs=$2 filter=$3
   step "gpu tests: $name"
-  env $envs timeout 120 "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$name.txt" 2>&1
+  env $envs timeout "${TEST_TIMEOUT:-120}" "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$name.txt" 2>&1
   echo "rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/gpu_tests_$name.txt" | tr '\n' ' ')" | tee -a "$log"
   grep -E '^\[  FAILED  \]' "$out/gpu_tests_$name.txt" | head -10 | tee -a "$log"
 }
 
-memcheck() {
-  step "compute-sanitizer memcheck"
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
-    --gtest_filter="${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
-    >"$out/memcheck.txt" 2>&1
-  echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck.txt" | tr '\n' ' ')" | tee -a "$log"
+memcheck() {  # [name suffix, env assignment, filter]: the defaults check the default kernels
+  local name=${1:-} envs=${2:-} filter=${3:-${MEMCHECK_FILTER:-CudaKvCacheSanitize*:CudaKvCacheValidation*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}}
+  step "compute-sanitizer memcheck $name"
+  env $envs timeout "${SANITIZER_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
+    >"$out/memcheck$name.txt" 2>&1
+  echo "rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/memcheck$name.txt" | tr '\n' ' ')" | tee -a "$log"
 }
 racecheck() {
-  step "compute-sanitizer racecheck"
-  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" \
-    --gtest_filter="${RACECHECK_FILTER:-CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}" \
-    >"$out/racecheck.txt" 2>&1
-  echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck.txt" | tr '\n' ' ')" | tee -a "$log"
+  local name=${1:-} envs=${2:-} filter=${3:-${RACECHECK_FILTER:-CudaKvCacheSanitize*:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_1_gqa_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/speculative_causal_sq4_fp16}}
+  step "compute-sanitizer racecheck $name"
+  env $envs timeout "${SANITIZER_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$tests" --gtest_filter="$filter" \
+    >"$out/racecheck$name.txt" 2>&1
+  echo "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$out/racecheck$name.txt" | tr '\n' ' ')" | tee -a "$log"
 }
+# MMA_FILTER: the default kernels' tests; CLUSTER_TESTS: those run with the cluster kernel forced on
+# (cluster_nan runs the ~34 s NaN test apart, so PARALLEL=1 can spread it).
+mma_filter="${MMA_FILTER:-*KvCache*}"
+cluster_tests="${CLUSTER_TESTS:-*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*:-*NanPastTheSequence*}"
+# sm90's cluster decode kernel (FLASHCORE_DECODE_CLUSTER=on: every bf16 problem up to d128 that
+# kernels=auto gives the sm90 row, whatever the split count) under the sanitizers.
+cluster_filter="${CLUSTER_SANITIZE_FILTER:-CudaKvCacheSanitize.DecodeGqaPagedAndContiguous:CudaKvCacheSanitize.ClusterSplitCounts:CudaKvCacheSanitize.RepeatedCallsShareTheWorkspace:Cases/CudaKvCache.MatchesReferenceAndAppends/paged_16_rotary_interleaved_bf16_splits3:Cases/CudaKvCache.MatchesReferenceAndAppends/long_splits_auto_bf16}"
 
 step gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 if [[ "${PARALLEL:-0}" == 1 ]]; then
   # Each step's summary goes to a log of its own, appended to steps.txt after the wait.
-  wanted mma && (log="$out/steps_mma.txt" && gtest mma "" '*KvCache*') &
+  wanted mma && (log="$out/steps_mma.txt" && gtest mma "" "$mma_filter") &
+  wanted cluster && (log="$out/steps_cluster.txt" && gtest cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_tests") &
+  wanted cluster_nan && (log="$out/steps_cluster_nan.txt" && gtest cluster_nan FLASHCORE_DECODE_CLUSTER=on '*NanPastTheSequence*') &
   wanted memcheck && (log="$out/steps_memcheck.txt" && memcheck) &
   wanted racecheck && (log="$out/steps_racecheck.txt" && racecheck) &
+  wanted memcheck_cluster && (log="$out/steps_memcheck_cluster.txt" && memcheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
+  wanted racecheck_cluster && (log="$out/steps_racecheck_cluster.txt" && racecheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
   wait
-  for f in mma memcheck racecheck; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
-  skip="$skip mma memcheck racecheck "
+  for f in mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
+  skip="$skip mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster "
 fi
-wanted mma && gtest mma "" '*KvCache*'
+wanted mma && gtest mma "" "$mma_filter"
+wanted cluster && gtest cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_tests"
+wanted cluster_nan && gtest cluster_nan FLASHCORE_DECODE_CLUSTER=on '*NanPastTheSequence*'
 wanted mma2 && gtest mma2 FLASHCORE_DECODE_STAGES=2 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted mma3 && gtest mma3 FLASHCORE_DECODE_STAGES=3 '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted fma && gtest fma FLASHCORE_DECODE_KERNEL=fma '*KvCache*bf16*:*KvCacheSanitize*:*KvCacheValidation*'
 wanted per_chunk && gtest per_chunk FLASHCORE_DECODE_PAGE_IDS=per-chunk '*KvCache*paged*bf16*'
 wanted memcheck && memcheck
 wanted racecheck && racecheck
+wanted memcheck_cluster && memcheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter"
+wanted racecheck_cluster && racecheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter"
 if wanted pytest; then
   step "python tests on cuda"
   PYTHONPATH=python timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_kvcache.py -k cuda \

@@ -176,6 +176,10 @@ CompiledKernels compiled_kernels() {
   return {kFwdKernels, std::size(kFwdKernels) - 1, kBwdKernels, std::size(kBwdKernels) - 1};
 }
 
+Status resolve_kernel_family(const char* function, KernelFamily requested, KernelFamily* family) {
+  return resolve_family(function, requested, family);
+}
+
 Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
                             const DeviceInfo& device, const DecodeKernel** kernel) {
   return select_kernel(function, kDecodeKernels, p, requested, device, kernel);

@@ -83,6 +83,8 @@ struct CompiledKernels {
 CompiledKernels compiled_kernels();
 Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
                             const DeviceInfo& device, const DecodeKernel** kernel);
+// The family a call asked for: `requested`, or for kAuto the one FLASHCORE_KERNELS forces (kAuto if none).
+Status resolve_kernel_family(const char* function, KernelFamily requested, KernelFamily* family);
 
 // The sizes and score options of `p` as every family reads them.
 ProblemParams problem_params(const detail::AttentionProblem& p, const DeviceInfo& device);

@@ -143,6 +143,15 @@ Status launch_decode(const KvCacheParams& params, const detail::KvCacheProblem& 
     for (std::int64_t b = 0; b < a.batch; ++b) longest = std::max(longest, indices->seqlen_k(p, b));
   }
   kp.max_seqlen_k = static_cast<int>(longest);
+  KernelFamily asked = KernelFamily::kAuto;
+  FLASHCORE_RETURN_IF_ERROR(resolve_kernel_family(kFn, params.kernels, &asked));
+  if (asked == KernelFamily::kAuto && kernel->family != KernelFamily::kSm80) {
+    // Under kernels=auto a newer family's launcher may hand a problem its kernels serve worse to the
+    // sm80 row (sm90/decode_launch_template.h): the row kernels=sm80 would pick, if this build has
+    // one. A forced family runs its own kernels only.
+    const DecodeKernel* older = nullptr;
+    if (select_decode_kernel(kFn, a, KernelFamily::kSm80, device, &older).ok()) kp.fallback = older->launch;
+  }
   return kernel->launch(kp, static_cast<cudaStream_t>(params.stream));
 }
 

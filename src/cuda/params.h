@@ -6,7 +6,11 @@
 // policy in common/, in the validation and in the reference: not a change to every kernel file.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
+
+#include "flashcore/tensor.h"
 
 namespace flashcore::cuda {
 
@@ -186,6 +190,11 @@ struct DecodeParams : ProblemParams {
   // arrives last merges the partials (decode_combine.h) and resets its counter. Null: a separate
   // combine kernel merges them instead.
   unsigned* split_counters = nullptr;
+  // The launcher of an older family's row for the same problem (kvcache.cu sets it for an sm90 row
+  // under kernels=auto): sm90's cluster launcher hands it the problems its heuristic keeps off the
+  // cluster kernel (sm90/decode_launch_template.h). Null (a forced family, or no sm80 row built):
+  // the cluster kernel serves everything.
+  Status (*fallback)(const DecodeParams& params, cudaStream_t stream) = nullptr;
 };
 
 }  // namespace flashcore::cuda

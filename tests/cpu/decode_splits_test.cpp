@@ -51,5 +51,15 @@ TEST(DecodeSplits, ShortSequencesAreNotSplit) {
   EXPECT_LE(choose_decode_splits(1, 100000, kSms, kPerSm), kMaxSplits);
 }
 
+TEST(DecodeSplits, ClusterKernelCapsTheSplits) {
+  // sm90's cluster kernel (8 warps, 128-key tiles, one CTA a SM) merges a sequence's splits in one
+  // cluster of at most 16 CTAs. Batch 1 x 8 kv heads, 8k keys = 64 tiles: 16 splits of 4 tiles,
+  // 128 CTAs on 132 SMs. Batch 8: 64 CTAs, 2 splits. Batch 64: 512 CTAs, no split.
+  EXPECT_EQ(choose_decode_splits(8, 64, kSms, 1, 16), 16);
+  EXPECT_EQ(choose_decode_splits(64, 64, kSms, 1, 16), 2);
+  EXPECT_EQ(choose_decode_splits(512, 64, kSms, 1, 16), 1);
+  EXPECT_LE(choose_decode_splits(1, 100000, kSms, 1, 16), 16);
+}
+
 }  // namespace
 }  // namespace flashcore::cuda

@@ -191,6 +191,22 @@ TEST(CudaKvCacheSanitize, ManySplitsMergeInBatches) {
   }
 }
 
+// Split counts from 2 to 16 at the benchmark's head shape (GQA 32:8, d128, bf16), contiguous and
+// page 16, full and short sequences: on sm90 these run the cluster decode kernel (one cluster of
+// `splits` CTAs a sequence merging through distributed shared memory: sizes that are not powers of
+// two, and 16, the non-portable largest), elsewhere the sm80 kernel's global merge.
+TEST(CudaKvCacheSanitize, ClusterSplitCounts) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (const std::int64_t page : {0, 16}) {
+    for (const int splits : {2, 3, 13, 16}) {
+      KvCacheCase c{"cluster_splits", 1, 1, 32, 8, 128, 2048 + 40, page, 1, 1};
+      c.num_splits = splits;
+      const std::string failures = run_against_reference(c, DType::kBFloat16, 41 + splits);
+      EXPECT_TRUE(failures.empty()) << "page " << page << ", splits " << splits << ": " << failures;
+    }
+  }
+}
+
 // Cache positions past each sequence hold NaN (a fresh cache may): the kernels must never let them
 // into the result. A V row read past the sequence and not zeroed would give 0 x NaN = NaN: the
 // kernels zero-fill such rows instead of reading them, and v7's early loads (an A/B variant,

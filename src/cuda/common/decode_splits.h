@@ -31,9 +31,13 @@ namespace flashcore::cuda {
 inline constexpr int kMinTilesPerSplit = 4;
 inline constexpr int kMaxSplits = 128;
 
-inline int choose_decode_splits(long long base_ctas, long long tiles_per_sequence, int sm_count, int ctas_per_sm) {
+// max_splits: kMaxSplits, or fewer where a kernel's merge needs it (sm90's cluster merge: one
+// cluster of at most 16 CTAs holds all of a sequence's splits).
+inline int choose_decode_splits(long long base_ctas, long long tiles_per_sequence, int sm_count, int ctas_per_sm,
+                                int max_splits = kMaxSplits) {
   const long long slots = static_cast<long long>(std::max(sm_count, 1)) * std::max(ctas_per_sm, 1);
-  const long long s_max = std::min<long long>(kMaxSplits, std::max<long long>(1, tiles_per_sequence / kMinTilesPerSplit));
+  const long long s_max = std::min<long long>(std::clamp(max_splits, 1, kMaxSplits),
+                                              std::max<long long>(1, tiles_per_sequence / kMinTilesPerSplit));
   if (base_ctas <= 0 || s_max <= 1) return 1;
   const long long tiles = std::max<long long>(tiles_per_sequence, 1);
   const auto efficiency = [&](long long s) {

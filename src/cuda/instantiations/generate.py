@@ -25,6 +25,7 @@ DTYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 #             that needs one to a row that has it, a forced family without it fails naming
 #             `kernels` (dispatch.cu). Absent: none.
 #   pass_options  pass -> options its kernels of that pass serve besides the family's "options".
+#   pass_dtypes   pass -> the dtypes it is instantiated for (absent: every dtype of DTYPES).
 #   variants  pass -> variant -> {launcher, head_dims, options}: a second set of kernels of that
 #             pass, in files <pass>_<family>_<dtype>_hdim<d>_<variant>.cu, each a dispatch row of its
 #             own with its own options (the rows above keep the family's). For equal family and head
@@ -50,7 +51,11 @@ FAMILIES = {
         # The backward: up to d128 two consumer warpgroups each hold dK and dV of 64 keys in
         # registers; d256 computes dK and dV transposed, the warpgroups splitting d
         # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
-        "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256]},
+        # decode (forward_kvcache, sm90/decode_cluster_kernel.h): the split CTAs of a sequence as one
+        # thread-block cluster merging through distributed shared memory; bf16 d128 only (one file:
+        # CI time; issue 19's shape), d <= 128 served, the rest of its problems handed to the sm80 row.
+        "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256], "decode": [128]},
+        "pass_dtypes": {"decode": ["bf16"]},
         # The plain kernels serve no option but the forward's varlen (a runtime path: sm90/fwd_sequence.h,
         # tile_scheduler.h's FwdVarlenSlots); kernels=auto runs every backward with an option but
         # dropout (varlen included), and forwards with options at d > 128, on sm80.
@@ -124,6 +129,8 @@ def main() -> None:
         for pass_, head_dims in f["passes"].items():
             launcher, params = LAUNCHERS[pass_]
             for dtype, element in DTYPES.items():
+                if dtype not in f.get("pass_dtypes", {}).get(pass_, DTYPES):
+                    continue
                 for head_dim in head_dims:
                     text = TEMPLATE.format(family=family, pass_=pass_, launcher=launcher, element=element,
                                            head_dim=head_dim, params=params)

@@ -13,8 +13,11 @@
 
 namespace flashcore::cuda::sm80 {
 
+// The body, for this family's kernel below and sm90's (sm90/decode_cluster_kernel.h: each family's
+// files build their own kernels, never a copy of another family's, which would be compiled for
+// another architecture list under the same name).
 template <typename Element>
-__global__ void decode_append_kernel(const __grid_constant__ DecodeParams p) {
+__device__ __forceinline__ void append_new_tokens(const DecodeParams& p) {
   const int t = blockIdx.x;
   const int hk = blockIdx.y;
   const int b = blockIdx.z;
@@ -50,6 +53,11 @@ __global__ void decode_append_kernel(const __grid_constant__ DecodeParams p) {
                       : k_src[c];
     v_dst[c] = v_src[c];
   }
+}
+
+template <typename Element>
+__global__ void decode_append_kernel(const __grid_constant__ DecodeParams p) {
+  append_new_tokens<Element>(p);
 }
 
 }  // namespace flashcore::cuda::sm80

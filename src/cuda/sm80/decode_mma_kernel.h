@@ -52,9 +52,12 @@ namespace flashcore::cuda::sm80 {
 inline constexpr int kScheduleContiguous = 0;
 inline constexpr int kScheduleStrided = 1;
 inline constexpr int kScheduleEarlyLoads = 2;
+// kWarps: warps a CTA, each streaming its 16 keys of every tile (kBlockN = 16 kWarps keys). 4 for the
+// sm80 kernel (2-3 CTAs a SM); 8 for sm90's cluster kernel (sm90/decode_cluster_kernel.h: one CTA a
+// SM, the same warps and bytes in flight a SM as two 4-warp CTAs, half the CTAs to merge).
 template <typename Element_, int kHeadDim_, int kStages_ = 2, bool kPageIdsByLane_ = false, int kSChains_ = 1,
           int kSchedule_ = kScheduleContiguous, int kMergeInFlight_ = 16, bool kLoadsOnly_ = false,
-          bool kPdlMerge_ = false, bool kLightCount_ = false>
+          bool kPdlMerge_ = false, bool kLightCount_ = false, int kWarps_ = 4>
 struct DecodeMmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -68,7 +71,7 @@ struct DecodeMmaTraits {
   static constexpr bool kPdlMerge = kPdlMerge_;
   static constexpr bool kLightCount = kLightCount_;
   static constexpr int kRows = 16;  // the MMA's M
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpKeys = 16;  // one k-step of P V
   static constexpr int kBlockN = kWarps * kWarpKeys;
@@ -78,11 +81,16 @@ struct DecodeMmaTraits {
   static constexpr int kQOffset = kStages * kWarps * 2 * kWarpTileElems;  // elements before sQ
   static constexpr int kPipelineBytes = (kQOffset + kRows * kHeadDim) * static_cast<int>(sizeof(Element));
   static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
-  static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes);
-  // CTAs a SM the shared memory allows at d128 (2 stages: 68 KB, 3; 3 stages: 100 KB, 2), asked of
-  // ptxas so the registers do not lower it: 3 CTAs of 128 threads need <= 170 registers (v7's two S
-  // chains with early loads took the 2-stage kernel to 185 without it: 2 CTAs a SM).
-  static constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : kStages <= 2 ? 3 : 2;
+  // After the warps' merge area: the CTA's merged partial for a cluster merge (kRows x kHeadDim
+  // outputs and kRows LSEs, fp32; sm90/decode_cluster_kernel.h), read by the cluster's other CTAs.
+  static constexpr int kClusterPartialOffset = kMergeBytes;
+  static constexpr int kClusterPartialBytes = kRows * (kHeadDim + 1) * 4;
+  static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes + kClusterPartialBytes);
+  // CTAs a SM the shared memory allows at d128 (2 stages: 68 KB, 3; 3 stages: 100 KB, 2; 8 warps at
+  // 3 stages: 200 KB, 1), asked of ptxas so the registers do not lower it: 3 CTAs of 128 threads
+  // need <= 170 registers (v7's two S chains with early loads took the 2-stage kernel to 185
+  // without it: 2 CTAs a SM).
+  static constexpr int kMinCtasPerSm = kHeadDim > 128 || kWarps > 4 ? 1 : kStages <= 2 ? 3 : 2;
   static_assert(kHeadDim % 64 == 0, "the swizzle needs at least 8 chunks a row; 16-column MMA k-steps");
   static_assert(kWarpKeys <= 32, "one lane a key when the lanes share the page offsets");
   static_assert((kHeadDim / 16) % kSChains == 0, "whole k-steps a chain");
@@ -145,8 +153,28 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
 
 }  // namespace decode_mma
 
+// Which CTA this is: (split, kv head x row block, sequence) = (blockIdx.x, .y, .z).
+struct DecodeCta {
+  int split, num_splits;  // of the sequence's keys
+  int hk;                 // kv head
+  int row0;               // first packed row (query head of the group x query position)
+  int b;                  // sequence
+};
+
+template <int kRows>
+__device__ __forceinline__ DecodeCta decode_cta(const DecodeParams& p) {
+  const int m_blocks = (p.group_size * p.seqlen_q + kRows - 1) / kRows;
+  return {static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), static_cast<int>(blockIdx.y) / m_blocks,
+          static_cast<int>(blockIdx.y % m_blocks) * kRows, static_cast<int>(blockIdx.z)};
+}
+
+// The CTA's scheduler and mainloop up to the warps' partials: each warp leaves its rows' running
+// max, sum and unnormalised output in shared memory, the layout decode_epilogue.h reads
+// (merge_o at smem_raw, merge_ml after it), and the CTA is synchronised. The epilogue is the
+// caller's: decode_mma_kernel below (sm80: output or global split merge) or sm90's cluster kernel.
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decode_mma_kernel(const __grid_constant__ DecodeParams p) {
+__device__ __forceinline__ void decode_mma_mainloop(const DecodeParams& p, const DecodeCta& cta,
+                                                    unsigned char* smem_raw) {
   using Element = typename Traits::Element;
   using namespace decode_mma;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -154,17 +182,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
   constexpr int kChunks = Traits::kChunks;
   constexpr int kWarpKeys = Traits::kWarpKeys;
   constexpr int kBlockN = Traits::kBlockN;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
   Element* smem = reinterpret_cast<Element*>(smem_raw);
   Element* sQ = smem + Traits::kQOffset;  // (kRows, kHeadDim), swizzled
 
-  const int split = blockIdx.x;
-  const int num_splits = gridDim.x;
+  const int split = cta.split;
+  const int num_splits = cta.num_splits;
   const int rows_total = p.group_size * p.seqlen_q;
-  const int m_blocks = (rows_total + kRows - 1) / kRows;
-  const int hk = blockIdx.y / m_blocks;
-  const int row0 = (blockIdx.y % m_blocks) * kRows;
-  const int b = blockIdx.z;
+  const int hk = cta.hk;
+  const int row0 = cta.row0;
+  const int b = cta.b;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int group_id = lane / 4;  // the accumulator row this lane holds (and + 8)
@@ -381,8 +407,18 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decod
     }
   }
   __syncthreads();
-  decode_epilogue<Element, kHeadDim, kRows, Traits::kWarps, Traits::kThreads, Traits::kMergeInFlight, Traits::kLightCount>(
-      p, merge_o, merge_ml, b, hk, row0, split, num_splits);
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) decode_mma_kernel(const __grid_constant__ DecodeParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const DecodeCta cta = decode_cta<Traits::kRows>(p);
+  decode_mma_mainloop<Traits>(p, cta, smem_raw);
+  const float* merge_o = reinterpret_cast<const float*>(smem_raw);  // (kWarps, kRows, kHeadDim)
+  const float* merge_ml = merge_o + Traits::kWarps * Traits::kRows * Traits::kHeadDim;  // (kWarps, kRows, 2)
+  decode_epilogue<typename Traits::Element, Traits::kHeadDim, Traits::kRows, Traits::kWarps, Traits::kThreads,
+                  Traits::kMergeInFlight, Traits::kLightCount>(p, merge_o, merge_ml, cta.b, cta.hk, cta.row0, cta.split,
+                                                               cta.num_splits);
 }
 
 }  // namespace flashcore::cuda::sm80
