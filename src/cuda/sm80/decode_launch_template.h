@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/decode_splits.h"
+#include "cuda/common/decode_grid.h"
 #include "cuda/decode_workspace.h"
 #include "cuda/sm80/decode_append.h"
 #include "cuda/sm80/decode_combine.h"
@@ -95,19 +95,12 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   if constexpr (kSmem > 48 * 1024) {
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   }
-  const int rows = params.group_size * params.seqlen_q;
-  const int m_blocks = (rows + Traits::kRows - 1) / Traits::kRows;
-  const long long base_ctas = static_cast<long long>(params.batch) * params.heads_kv * m_blocks;
-  const long long tiles = (std::max(params.max_seqlen_k, 1) + Traits::kBlockN - 1) / Traits::kBlockN;
-  int num_splits = params.num_splits;
-  if (num_splits == 0) {
-    int per_sm = 1;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
-    num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm);
-  }
-  // A forced count is capped too: by the tiles (an empty split only adds work) and kMaxSplits (the
-  // combine kernel holds one weight per split).
-  num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxSplits)));
+  // kMaxSplits: the combine kernel holds one weight per split.
+  DecodeGrid grid;
+  FLASHCORE_RETURN_IF_ERROR(decode_grid<Traits>(params, kernel, kMaxSplits, &grid));
+  const int num_splits = grid.num_splits;
+  const int m_blocks = grid.m_blocks;
+  const long long base_ctas = grid.base_ctas;
 
   DecodeParams p = params;
   p.num_splits = num_splits;

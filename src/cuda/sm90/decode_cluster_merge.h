@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "cuda/params.h"
+#include "cuda/sm80/decode_epilogue.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -34,44 +35,25 @@ __device__ __forceinline__ void decode_cluster_epilogue(const DecodeParams& p, c
                                                         int hk, int row0, int num_splits) {
   namespace cg = cooperative_groups;
   constexpr int kLanes = kHeadDim / 8;
-  constexpr float kLn2 = 0.6931471805599453f;
   const int rows_total = p.group_size * p.seqlen_q;
   const int rows = min(kRows, rows_total - row0);
   float* part_o = cluster_partial;                    // (kRows, kHeadDim)
   float* part_lse = cluster_partial + kRows * kHeadDim;  // (kRows)
 
-  // ---- this CTA's result over its keys: the warps' partials merged (as decode_epilogue.h) ----
+  // ---- this CTA's result over its keys: the warps' partials merged (sm80/decode_epilogue.h) ----
   for (int task = threadIdx.x; task < kRows * kLanes; task += kThreads) {
     const int m = task / kLanes;
     const int c = (task % kLanes) * 8;
     if (m >= rows || c >= p.head_dim) continue;
-    float max_all = -INFINITY;
-    for (int g = 0; g < kGroups; ++g) max_all = fmaxf(max_all, merge_ml[(g * kRows + m) * 2]);
-    const float base = max_all == -INFINITY ? 0.0f : max_all;
-    float sum = 0.0f;
-    float o[8] = {};
-    for (int g = 0; g < kGroups; ++g) {
-      const float weight = exp2f(merge_ml[(g * kRows + m) * 2] - base);
-      sum += weight * merge_ml[(g * kRows + m) * 2 + 1];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] += weight * merge_o[(g * kRows + m) * kHeadDim + c + e];
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // no visible key: output 0
-    const float lse = sum > 0.0f ? (max_all + log2f(sum)) * kLn2 : -INFINITY;
-    const int r = row0 + m;
-    const int h = hk * p.group_size + r / p.seqlen_q;
-    const int i = r % p.seqlen_q;
+    float o[8];
+    const float lse = sm80::merge_group_partials<kHeadDim, kRows, kGroups>(merge_o, merge_ml, m, c, o);
     if (num_splits == 1) {
-      alignas(16) Element out8[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) out8[e] = static_cast<Element>(o[e] * inv);
-      Element* dst = static_cast<Element*>(p.out) + b * p.o_strides.batch + i * p.o_strides.row + h * p.o_strides.head + c;
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out8);
-      if (c == 0 && p.lse != nullptr) p.lse[b * p.lse_strides.batch + h * p.lse_strides.head + i] = lse;
+      const int r = row0 + m;
+      sm80::store_decode_output<Element>(p, o, lse, b, hk * p.group_size + r / p.seqlen_q, r % p.seqlen_q, c);
     } else {
       float4* dst = reinterpret_cast<float4*>(part_o + m * kHeadDim + c);
-      dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
-      dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
       if (c == 0) part_lse[m] = lse;
     }
   }

@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/decode_splits.h"
+#include "cuda/common/decode_grid.h"
 #include "cuda/params.h"
 #include "cuda/sm80/decode_mma_kernel.h"
 #include "cuda/sm90/cluster_launch.h"
@@ -82,17 +82,9 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 
-  const int rows = params.group_size * params.seqlen_q;
-  const int m_blocks = (rows + Traits::kRows - 1) / Traits::kRows;
-  const long long base_ctas = static_cast<long long>(params.batch) * params.heads_kv * m_blocks;
-  const long long tiles = (std::max(params.max_seqlen_k, 1) + Traits::kBlockN - 1) / Traits::kBlockN;
-  int num_splits = params.num_splits;
-  if (num_splits == 0) {
-    int per_sm = 1;
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Traits::kThreads, kSmem));
-    num_splits = choose_decode_splits(base_ctas, tiles, params.device.sm_count, per_sm, kMaxClusterSplits);
-  }
-  num_splits = static_cast<int>(std::clamp<long long>(num_splits, 1, std::min<long long>(tiles, kMaxClusterSplits)));
+  DecodeGrid grid;
+  FLASHCORE_RETURN_IF_ERROR(decode_grid<Traits>(params, kernel, kMaxClusterSplits, &grid));
+  const int num_splits = grid.num_splits;
   if (auto_mode) {
     if (num_splits == 1) return params.fallback(params, stream);  // no merge to save
     // One wave of clusters or none: the heuristic counted SM slots, but a cluster needs its CTAs in
@@ -101,7 +93,7 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
     // sm80's 20.4. Only single-wave grids were measured faster (batch 8: 64 clusters of 2, 66 fit).
     int clusters = 0;
     FLASHCORE_RETURN_IF_ERROR(resident_clusters(kernel, params, Traits::kThreads, kSmem, num_splits, &clusters));
-    if (base_ctas > clusters) return params.fallback(params, stream);
+    if (grid.base_ctas > clusters) return params.fallback(params, stream);
   }
 
   DecodeParams p = params;
@@ -116,7 +108,7 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   }
   cudaLaunchAttribute cluster = cluster_dimension(static_cast<unsigned>(num_splits), 1);
   const cudaLaunchConfig_t config =
-      cluster_launch_config(dim3(num_splits, p.heads_kv * m_blocks, p.batch), Traits::kThreads, kSmem, stream, &cluster);
+      cluster_launch_config(dim3(num_splits, p.heads_kv * grid.m_blocks, p.batch), Traits::kThreads, kSmem, stream, &cluster);
   return cuda_status(cudaLaunchKernelEx(&config, kernel, p), "flashcore::forward_kvcache: launching the cluster decode kernel");
 }
 
