@@ -1,6 +1,7 @@
 """A few small shapes through the sm90 backward, for compute-sanitizer (no reference; the
 sanitizer reports are the result). SAN_DIMS=64,128 keeps the shapes of those head dims (the
-harness's kernels); VARIANT=v runs a dev variant (fc_sm90_bwd.py)."""
+harness's kernels); VARIANT=v runs a dev variant (fc_sm90_bwd.py); SAN_VARIANTS=12,13,14 runs
+each shape on the variant of its kernel head dim (fc_sm90_bwd_variant_dim) and skips the others."""
 import os
 
 import torch
@@ -20,14 +21,19 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 1, 1, 1, 1, 256, False, False), (1, 200, 260, 8, 1, 256, True, False),  # the last: GQA split (since run 8)
 ]
 dims = [int(x) for x in os.environ.get("SAN_DIMS", "").split(",") if x]
+by_dim = {fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v): v
+          for v in (int(x) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x)}
 for b, sq, sk, hq, hkv, d, causal, det in shapes:
     if dims and d not in dims:
         continue
+    if by_dim and fc_sm90_bwd.kernel_dim(d) not in by_dim:
+        continue
+    variant = by_dim.get(fc_sm90_bwd.kernel_dim(d))
     q, dout = (torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.randn(b, sk, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     out = torch.randn_like(q)
     lse = torch.randn(b, hq, sq, device="cuda", dtype=torch.float32) + 5
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    ws = fc_sm90_bwd.backward(dout, q, k, v, out, lse, causal, dq, dk, dv, deterministic=det)
+    ws = fc_sm90_bwd.backward(dout, q, k, v, out, lse, causal, dq, dk, dv, deterministic=det, variant=variant)
     torch.cuda.synchronize()
 print("san.py done")

@@ -17,6 +17,8 @@
 //      Traits::kDqWriter, the warps stage it and the producer warpgroup's writer warp sends the
 //      whole tile (bwd_dq_writer.h).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
+//   (Traits::kDvEarly: step 4's dV is issued at the end of step 2, before the wait for dPᵀ, so it
+//   runs under step 3.)
 //   (Traits::kDropout: the step's keep bits are drawn under step 1's products and step 3 is
 //   dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D), Pᵀ ∘ keep going to dV, dV / (1 - p) at the end: bwd_dropout.h.)
 #pragma once
@@ -28,6 +30,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/common/mask.h"
+#include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm90/bwd_dq_accum.h"
 #include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_dropout.h"
@@ -63,6 +66,18 @@ struct BwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   using Dropout = BwdDropout<kBlockM>;
+  // Pᵀ's exponentials as one MUFU instruction each (softmax.h's fast_exp2) instead of exp2f's
+  // range fix-ups (3 more instructions each), except at d64: there the 128 x 128 tile holds 224
+  // accumulator registers a consumer thread, and ptxas spilled 4-100 B in its consumers with
+  // fast_exp2 (0 B with exp2f; nvcc 13.0, session 11).
+  static constexpr bool kFastExp2 = kHeadDim > 64;
+  __forceinline__ __device__ static float exp2_of(float x) {
+    if constexpr (kFastExp2) {
+      return fast_exp2(x);
+    } else {
+      return exp2f(x);
+    }
+  }
 
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
     return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
@@ -74,12 +89,42 @@ struct BwdMainloop {
     b.n_block = blockIdx.x + iteration * gridDim.x;  // block 0 sweeps the most query blocks when causal: launched first
     b.kv_head = blockIdx.y / params.kv_splits;
     b.batch = blockIdx.z;
+    if constexpr (Traits::kCausalLpt) {
+      if (!params.deterministic) longest_first(params, b);
+    }
     const int heads_per_cta = params.group_size / params.kv_splits;
     b.head_begin = b.kv_head * params.group_size + (blockIdx.y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
     b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
     b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;
     return b;
+  }
+
+  // Causal, default mode (one key block per CTA, gridDim.x = n_blocks): CTAs (clusters, when a
+  // GQA group is split) are launched in blockIdx order, x fastest, and a key block's sweep
+  // shortens with its index. Left as is, each (kv head, batch) row starts at its longest block,
+  // so the last rows' longest sweeps start last and run on while the rest of the GPU idles.
+  // Renumbered: the rows in chunks, and within a chunk key block 0 of every row, then block 1, ...
+  // A row's work is about columns x its longest sweep / 2, so 3 x (clusters a wave) / columns rows
+  // make a chunk of about 1.5 waves of longest sweeps: the last chunk's longest sweeps start that
+  // long before the end. Rows are chunked rather than all interleaved so that the CTAs running
+  // together read the Q and dO of a few heads (shared in L2), as in the plain order.
+  __forceinline__ __device__ static void longest_first(Params const& params, BwdBlock& b) {
+    const int kv_heads = int(gridDim.y) / params.kv_splits;
+    const int rows = kv_heads * int(gridDim.z);
+    const int columns = int(gridDim.x);
+    const int linear = int(blockIdx.x) + columns * (b.kv_head + kv_heads * b.batch);  // the cluster's launch rank
+    unsigned sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    const int clusters_per_wave = max(1, int(sms) / params.kv_splits);
+    const int chunk_rows = min(rows, max(1, (3 * clusters_per_wave + columns - 1) / columns));
+    const int first_row = linear / (chunk_rows * columns) * chunk_rows;
+    const int rows_here = min(chunk_rows, rows - first_row);
+    const int within = linear - first_row * columns;
+    b.n_block = within / rows_here;
+    const int row = first_row + within % rows_here;
+    b.kv_head = row % kv_heads;
+    b.batch = row / kv_heads;
   }
 
   // Row offset of (batch, query head) in lse_log2, dsum and dq_accum (rows of seqlen_q_rounded).
@@ -124,6 +169,10 @@ struct BwdMainloop {
       Tensor tdOgdO = get<0>(do_parts);  // (TMA, m)
       Tensor tdOsdO = get<1>(do_parts);  // (TMA, stage)
       const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+      // Not unrolled: the producer runs at 24 registers (bwd_traits.h), and ptxas's unrolled copies
+      // of this loop kept their stage addresses live and spilled them (40-168 B of local memory
+      // per kernel at d128, device run 11); one iteration a consumer step costs nothing rolled.
+#pragma unroll 1
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         uint64_t& q_full = pipeline_q.producer_acquire(q_state, Traits::kBytesQ + Traits::kBytesRowStat);
         copy(params.tma_q.with(q_full), tQgQ(_, m), tQsQ(_, q_state.index));
@@ -238,17 +287,20 @@ struct BwdMainloop {
           for (int i = 0; i < size(tSrS); ++i) {
             const int key = get<0>(tScS(i)), query = get<1>(tScS(i));
             const float x = tSrS(i) * params.scale_log2 - lse[query];
-            tSrS(i) = exp2f(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
+            tSrS(i) = exp2_of(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
           }
         } else {
           CUTE_UNROLL
-          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2f(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
+          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2_of(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
         }
         if constexpr (!Traits::kDropout) convert_into(tSrS, tdVrP);
+        if constexpr (Traits::kDvEarly) {  // under the dSᵀ arithmetic below
+          wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
+        }
 
         // dSᵀ = Pᵀ ∘ (dPᵀ - D).
         float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
-        warpgroup_wait<0>();
+        warpgroup_wait<Traits::kDvEarly ? 1 : 0>();  // dPᵀ has retired (dV may still run)
         warpgroup_fence_operand(tdPrdP);
         if constexpr (Traits::kDropout) {  // ---- dropout: dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D); Pᵀ ∘ keep to dV
           Dropout(params, blk.batch, head).apply(keep, tSrS, tdPrdP, [&](int i) { return dsum[get<1>(tScS(i))]; });
@@ -259,7 +311,7 @@ struct BwdMainloop {
         }
         convert_into(tdPrdP, tdKrdS);
 
-        wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
+        if constexpr (!Traits::kDvEarly) wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
 
         // dSᵀ -> smem (queries contiguous), visible to the tensor cores of both warpgroups.
         if constexpr (Traits::kDsStsm) {
