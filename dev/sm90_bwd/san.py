@@ -21,14 +21,13 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 1, 1, 1, 1, 256, False, False), (1, 200, 260, 8, 1, 256, True, False),  # the last: GQA split (since run 8)
 ]
 dims = [int(x) for x in os.environ.get("SAN_DIMS", "").split(",") if x]
-by_dim = {fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v): v
-          for v in (int(x) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x)}
-for b, sq, sk, hq, hkv, d, causal, det in shapes:
+by_dim = {}
+for v in (int(x) for x in os.environ.get("SAN_VARIANTS", "").split(",") if x):
+    by_dim.setdefault(fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v), []).append(v)
+runs = [(shape, v) for shape in shapes for v in (by_dim.get(fc_sm90_bwd.kernel_dim(shape[5]), []) if by_dim else [None])]
+for (b, sq, sk, hq, hkv, d, causal, det), variant in runs:
     if dims and d not in dims:
         continue
-    if by_dim and fc_sm90_bwd.kernel_dim(d) not in by_dim:
-        continue
-    variant = by_dim.get(fc_sm90_bwd.kernel_dim(d))
     q, dout = (torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.randn(b, sk, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     out = torch.randn_like(q)
