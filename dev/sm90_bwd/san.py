@@ -14,6 +14,7 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal, deterministic
     (1, 200, 300, 2, 1, 64, False, False), (1, 300, 300, 4, 2, 128, True, True), (2, 500, 400, 2, 2, 64, True, False),
     # GQA split over a cluster (default mode: 4 CTAs per kv head at 8:1, bwd_cluster_reduce.h)
     (1, 200, 260, 8, 1, 64, True, False), (1, 150, 150, 8, 2, 128, False, False),
+    (1, 260, 260, 8, 2, 128, True, False),  # causal d128 split (session 11: variant 15's split kernel)
     # deterministic mode split over a cluster (session 9: the looping kernel with the cluster sum)
     (1, 300, 400, 8, 1, 64, True, True), (2, 300, 300, 8, 2, 128, False, True),
     # d256, the transposed arrangement (bwd_swapkv_*.h): ragged, causal Sq > Sk, GQA, deterministic
