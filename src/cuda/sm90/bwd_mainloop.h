@@ -17,8 +17,6 @@
 //      Traits::kDqWriter, the warps stage it and the producer warpgroup's writer warp sends the
 //      whole tile (bwd_dq_writer.h).
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
-//   (Traits::kDvEarly: step 4's dV is issued at the end of step 2, before the wait for dPᵀ, so it
-//   runs under step 3.)
 //   (Traits::kDropout: the step's keep bits are drawn under step 1's products and step 3 is
 //   dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D), Pᵀ ∘ keep going to dV, dV / (1 - p) at the end: bwd_dropout.h.)
 #pragma once
@@ -89,42 +87,12 @@ struct BwdMainloop {
     b.n_block = blockIdx.x + iteration * gridDim.x;  // block 0 sweeps the most query blocks when causal: launched first
     b.kv_head = blockIdx.y / params.kv_splits;
     b.batch = blockIdx.z;
-    if constexpr (Traits::kCausalLpt) {
-      if (!params.deterministic) longest_first(params, b);
-    }
     const int heads_per_cta = params.group_size / params.kv_splits;
     b.head_begin = b.kv_head * params.group_size + (blockIdx.y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
     b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
     b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;
     return b;
-  }
-
-  // Causal, default mode (one key block per CTA, gridDim.x = n_blocks): CTAs (clusters, when a
-  // GQA group is split) are launched in blockIdx order, x fastest, and a key block's sweep
-  // shortens with its index. Left as is, each (kv head, batch) row starts at its longest block,
-  // so the last rows' longest sweeps start last and run on while the rest of the GPU idles.
-  // Renumbered: the rows in chunks, and within a chunk key block 0 of every row, then block 1, ...
-  // A row's work is about columns x its longest sweep / 2, so 3 x (clusters a wave) / columns rows
-  // make a chunk of about 1.5 waves of longest sweeps: the last chunk's longest sweeps start that
-  // long before the end. Rows are chunked rather than all interleaved so that the CTAs running
-  // together read the Q and dO of a few heads (shared in L2), as in the plain order.
-  __forceinline__ __device__ static void longest_first(Params const& params, BwdBlock& b) {
-    const int kv_heads = int(gridDim.y) / params.kv_splits;
-    const int rows = kv_heads * int(gridDim.z);
-    const int columns = int(gridDim.x);
-    const int linear = int(blockIdx.x) + columns * (b.kv_head + kv_heads * b.batch);  // the cluster's launch rank
-    unsigned sms;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    const int clusters_per_wave = max(1, int(sms) / params.kv_splits);
-    const int chunk_rows = min(rows, max(1, (3 * clusters_per_wave + columns - 1) / columns));
-    const int first_row = linear / (chunk_rows * columns) * chunk_rows;
-    const int rows_here = min(chunk_rows, rows - first_row);
-    const int within = linear - first_row * columns;
-    b.n_block = within / rows_here;
-    const int row = first_row + within % rows_here;
-    b.kv_head = row % kv_heads;
-    b.batch = row / kv_heads;
   }
 
   // Row offset of (batch, query head) in lse_log2, dsum and dq_accum (rows of seqlen_q_rounded).
@@ -294,13 +262,10 @@ struct BwdMainloop {
           for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2_of(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
         }
         if constexpr (!Traits::kDropout) convert_into(tSrS, tdVrP);
-        if constexpr (Traits::kDvEarly) {  // under the dSᵀ arithmetic below
-          wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
-        }
 
         // dSᵀ = Pᵀ ∘ (dPᵀ - D).
         float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
-        warpgroup_wait<Traits::kDvEarly ? 1 : 0>();  // dPᵀ has retired (dV may still run)
+        warpgroup_wait<0>();
         warpgroup_fence_operand(tdPrdP);
         if constexpr (Traits::kDropout) {  // ---- dropout: dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D); Pᵀ ∘ keep to dV
           Dropout(params, blk.batch, head).apply(keep, tSrS, tdPrdP, [&](int i) { return dsum[get<1>(tScS(i))]; });
@@ -311,7 +276,7 @@ struct BwdMainloop {
         }
         convert_into(tdPrdP, tdKrdS);
 
-        if constexpr (!Traits::kDvEarly) wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
+        wgmma_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, do_state.index), tdVrdV);
 
         // dSᵀ -> smem (queries contiguous), visible to the tensor cores of both warpgroups.
         if constexpr (Traits::kDsStsm) {

@@ -36,15 +36,8 @@ namespace flashcore::cuda::sm90 {
 //   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
 // kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
-// kDvEarly_: dV += Pᵀ dO is issued as soon as Pᵀ is in registers, before the wait for dPᵀ, so it
-//   runs on the tensor cores under the dSᵀ arithmetic (off: issued after dSᵀ; not with kDropout_,
-//   whose Pᵀ takes the keep bits with dSᵀ).
-// kCausalLpt_: causal, default mode: the CTAs in launch order take the longest sweeps first
-//   (BwdMainloop::block_of), so the last CTAs to start are the short ones (off: key block 0 first
-//   within each (kv head, batch) row, the rows one after another).
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false,
-          bool kDvEarly_ = false, bool kCausalLpt_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -57,8 +50,6 @@ struct BwdTraits {
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kDqWriter = kDqWriter_;
   static constexpr bool kDropout = kDropout_;
-  static constexpr bool kDvEarly = kDvEarly_ && !kDropout_;
-  static constexpr bool kCausalLpt = kCausalLpt_ && kIsCausal_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
