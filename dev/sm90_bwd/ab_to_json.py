@@ -16,7 +16,8 @@ def main():
         if r["section"] == "prof":
             continue
         base = "base" in r["lib"]
-        shape = dict(dtype=r.get("dtype", "bf16"), head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
+        dtype = {"bfloat16": "bf16", "float16": "fp16"}.get(r.get("dtype", "bf16"), r.get("dtype", "bf16"))
+        shape = dict(dtype=dtype, head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
                      heads_kv=r["hkv"], seqlen_q=r["s"], seqlen_k=r["s"])
         flops = 2.5 * 4 * r["b"] * r["hq"] * r["s"] * r["s"] * r["d"] / (2 if r["causal"] else 1)
         impl = "flashcore" + ("_base" if base else "") + ("_det" if r.get("det") else "")
