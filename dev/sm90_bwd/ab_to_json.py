@@ -2,7 +2,7 @@
 kernels, pass, dtype, head_dim, causal, batch, heads, heads_kv, seqlen_q, seqlen_k, ms, tflops,
 reason}). impl names: flashcore / flashcore_det (this branch; kernels "sm90" or "sm90_splitS" when
 the kv split was forced), flashcore_base / flashcore_base_det (the base library of the run),
-flashcore_variantN (section main: dev variant N of this branch's harness), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
+flashcore_variantN (section main: dev variant N of this branch's harness; flashcore_base there: AB_BASE_LIB, timed in the same rounds), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
 import json
 import sys
 
@@ -16,7 +16,8 @@ def main():
         if r["section"] == "prof":
             continue
         base = "base" in r["lib"]
-        shape = dict(dtype="bf16", head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
+        dtype = {"bfloat16": "bf16", "float16": "fp16"}.get(r.get("dtype", "bf16"), r.get("dtype", "bf16"))
+        shape = dict(dtype=dtype, head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
                      heads_kv=r["hkv"], seqlen_q=r["s"], seqlen_k=r["s"])
         flops = 2.5 * 4 * r["b"] * r["hq"] * r["s"] * r["s"] * r["d"] / (2 if r["causal"] else 1)
         impl = "flashcore" + ("_base" if base else "") + ("_det" if r.get("det") else "")

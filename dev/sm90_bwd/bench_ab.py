@@ -7,7 +7,11 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
           beside cuDNN's, d128 MHA at 2k and 4k: how much of the pass is outside the main kernel.
   main:   (session 10) the default mode at 16k tokens: d128 MHA, GQA 4:1 and 8:1 at 2k/4k/8k, causal
           and not, and d256 MHA at 2k/4k; the library's kernels and each dev variant of AB_VARIANTS
-          (comma-separated, d128 ones) timed in two alternating rounds, the faster kept.
+          (comma-separated; each timed on the shapes of its head dim, fc_sm90_bwd_variant_dim) timed
+          in two alternating rounds, the faster kept. Session 11: AB_DIMS (default 128,256) picks
+          the head dims, d64 (h32) and d96 (h16) as d128's grid; AB_GQA (default 1,4,8) the group
+          sizes; AB_SEQ (default 2048,4096,8192) the sequence lengths; AB_DTYPE=fp16 the dtype;
+          AB_BASE_LIB=libfc_base.so times that library too, in the same rounds (impl "base").
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
 else K/V repeated to every query head)."""
@@ -137,21 +141,35 @@ def prof_section():
 
 def main_section():
     variants = [int(x) for x in os.environ.get("AB_VARIANTS", "").split(",") if x]
-    shapes = [(16384 // s, s, 16, 16 // g, 128, causal) for g in (1, 4, 8) for s in (2048, 4096, 8192)
-              for causal in (False, True)]
-    shapes += [(16384 // s, s, 8, 8, 256, causal) for s in (2048, 4096) for causal in (False, True)]
+    dims = [int(x) for x in os.environ.get("AB_DIMS", "128,256").split(",")]
+    groups = [int(x) for x in os.environ.get("AB_GQA", "1,4,8").split(",")]
+    seqs = [int(x) for x in os.environ.get("AB_SEQ", "2048,4096,8192").split(",")]
+    dtype = torch.float16 if os.environ.get("AB_DTYPE") == "fp16" else torch.bfloat16
+    base_lib = None
+    if os.environ.get("AB_BASE_LIB"):
+        try:
+            base_lib = fc_sm90_bwd.open_library(os.environ["AB_BASE_LIB"])
+        except OSError as e:
+            print(f"base library not loaded: {e!r}", flush=True)
+    shapes = [(16384 // s, s, 32 if d == 64 else 16, (32 if d == 64 else 16) // g, d, causal)
+              for d in dims if d <= 128 for g in groups for s in seqs for causal in (False, True)]
+    if 256 in dims:
+        shapes += [(16384 // s, s, 8, 8, 256, causal) for s in (2048, 4096) for causal in (False, True)]
     for (b, s, hq, hkv, d, causal) in shapes:
-        p = Problem(b, s, hq, hkv, d, causal)
+        p = Problem(b, s, hq, hkv, d, causal, dtype)
         cudnn = p.flops / p.t_cudnn / 1e12
-        impls = [("flashcore", -1)] + [(f"variant{v}", v) for v in variants if d == 128]
+        impls = [("flashcore", -1, None)] + [(f"variant{v}", v, None) for v in variants
+                                             if fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v) == fc_sm90_bwd.kernel_dim(d)]
+        if base_lib is not None:
+            impls.append(("base", -1, base_lib))
         best = {}
         for _ in range(2):
-            for name, v in impls:
+            for name, v, lib in impls:
                 t = timeit(lambda: fc_sm90_bwd.backward(p.do, p.q, p.k, p.v, p.out, p.lse, causal, p.dq, p.dk, p.dv,
-                                                        variant=v))
+                                                        variant=v, lib=lib))
                 best[name] = min(best.get(name, t), t)
         for name, t in best.items():
-            emit(section="main", **p.shape(), impl=name, ms=t * 1e3, tflops=p.flops / t / 1e12, cudnn_tflops=cudnn,
+            emit(section="main", **p.shape(), dtype=str(dtype).split(".")[-1], impl=name, ms=t * 1e3, tflops=p.flops / t / 1e12, cudnn_tflops=cudnn,
                  cudnn_ms=p.t_cudnn * 1e3, ratio=p.t_cudnn / t, cudnn_via=p.cudnn_via)
         del p
         torch.cuda.empty_cache()

@@ -148,6 +148,9 @@ def cases(quick):
                 yield (1, 2048, 2048, 2, 2, d, causal, dtype, "bshd")    # longer sweep
                 yield (1, 2048, 2048, 2, 2, d, causal, dtype, "bshd", True)  # deterministic: 16 slices
                 yield (2, 1000, 1100, 8, 2, d, causal, dtype, "bshd", True)  # deterministic, GQA, ragged
+                if os.environ.get("CHECK_LPT"):  # more (kv head, batch) rows than one longest-first chunk
+                    yield (8, 2048, 2048, 4, 4, d, causal, dtype, "bshd")  # 32 rows of 16 blocks: 25 + 7
+                    yield (10, 1500, 1500, 4, 2, d, causal, dtype, "bshd", False, 2)  # 20 rows of split clusters: 17 + 3
                 # GQA with the kv split forced (CHECK_SPLITS=1,2,4): default and deterministic mode
                 for splits in [int(x) for x in os.environ.get("CHECK_SPLITS", "").split(",") if x]:
                     yield (2, 700, 700, 16, 2, d, causal, dtype, "bshd", False, splits)  # 8:1

@@ -9,7 +9,7 @@
 #   libbuild   the library in the background (preset sm90-sm90a; HEAD_DIMS="128;256", DTYPES=bf16,
 #              TARGETS="flashcore_c flashcore_gpu_tests"), so the harness steps run beside it
 #   quick      check.py --quick (hang guard: the call ends if it times out)
-#   check      check.py, the full case list (CHECK_DIMS, CHECK_FP16, CHECK_SPLITS, DET_REPEATS,
+#   check      check.py, the full case list (CHECK_DIMS, CHECK_FP16, CHECK_SPLITS, CHECK_LPT, DET_REPEATS,
 #              POISON_WS, VARIANT, FC_LIB); a failure ends the call before anything is timed;
 #              BG=1 runs it in the background (the next timing step waits for it); SOFT=1 with
 #              VARIANT=v: a failure only drops variant v from the timing steps

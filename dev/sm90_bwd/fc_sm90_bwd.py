@@ -5,14 +5,21 @@ import os
 
 import torch
 
-_LIB = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.environ.get("FC_LIB", "libfc_sm90_bwd.so")))
-_LIB.fc_sm90_bwd_workspace_size.restype = ctypes.c_int64
-_LIB.fc_sm90_bwd_workspace_size.argtypes = [ctypes.c_int] * 9
-_LIB.fc_sm90_bwd.restype = ctypes.c_int
-_LIB.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9 + [
-    ctypes.POINTER(ctypes.c_int64)] + [ctypes.c_int] * 6 + [
-    ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-    ctypes.c_int]
+def open_library(name):
+    """A harness library of this folder (a second one, e.g. the base of an A/B, can be timed in the
+    same process: backward(..., lib=open_library("libfc_base.so")))."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
+    lib.fc_sm90_bwd_workspace_size.restype = ctypes.c_int64
+    lib.fc_sm90_bwd_workspace_size.argtypes = [ctypes.c_int] * 9
+    lib.fc_sm90_bwd.restype = ctypes.c_int
+    lib.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9 + [
+        ctypes.POINTER(ctypes.c_int64)] + [ctypes.c_int] * 6 + [
+        ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+        ctypes.c_int]
+    return lib
+
+
+_LIB = open_library(os.environ.get("FC_LIB", "libfc_sm90_bwd.so"))
 _SM_COUNT = None
 
 
@@ -35,9 +42,10 @@ POISON_WS = bool(os.environ.get("POISON_WS"))  # check.py: dq_accum must be zero
 VARIANT = int(os.environ.get("VARIANT", "-1"))  # >= 0: a dev variant (variants.cu): 8, 9 at d256, 10 at d128
 
 
-def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None):
+def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, deterministic=False, variant=None, lib=None):
     """q/out/dout/dq (B, Sq, Hq, D), k/v/dk/dv (B, Sk, Hkv, D), lse (B, Hq, Sq) float32 (natural
-    log); any strides with a contiguous last dim."""
+    log); any strides with a contiguous last dim. lib: another open_library() than FC_LIB's."""
+    lib = _LIB if lib is None else lib
     global _SM_COUNT
     if _SM_COUNT is None:
         _SM_COUNT = torch.cuda.get_device_properties(q.device).multi_processor_count
@@ -53,13 +61,13 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
     assert lse.stride(2) == 1
     strides += [lse.stride(0), lse.stride(1)]
     arr = (ctypes.c_int64 * 26)(*strides)
-    ws_dim = kd if variant < 0 else _LIB.fc_sm90_bwd_variant_dim(variant)  # as capi.cu plans the variants' workspace
-    ws_bytes = _LIB.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
+    ws_dim = kd if variant < 0 else lib.fc_sm90_bwd_variant_dim(variant)  # as capi.cu plans the variants' workspace
+    ws_bytes = lib.fc_sm90_bwd_workspace_size(b, hq, hkv, sq, sk, d, ws_dim, int(deterministic), _SM_COUNT)
     workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
     if POISON_WS:  # NaN in every float of the workspace: whatever the pass does not write shows
         workspace.fill_(255)
     err = ctypes.create_string_buffer(512)
-    rc = _LIB.fc_sm90_bwd(int(q.dtype == torch.bfloat16), kd if variant < 0 else 1000 + variant, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+    rc = lib.fc_sm90_bwd(int(q.dtype == torch.bfloat16), kd if variant < 0 else 1000 + variant, q.data_ptr(), k.data_ptr(), v.data_ptr(),
                           out.data_ptr(), dout.data_ptr(), lse.data_ptr(), dq.data_ptr(), dk.data_ptr(),
                           dv.data_ptr(), arr, b, hq, hkv, sq, sk, d, scale, int(causal), int(deterministic), _SM_COUNT,
                           workspace.data_ptr(),

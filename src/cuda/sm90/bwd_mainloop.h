@@ -28,6 +28,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "cuda/common/mask.h"
+#include "cuda/common/softmax.h"  // fast_exp2
 #include "cuda/sm90/bwd_dq_accum.h"
 #include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_dropout.h"
@@ -63,6 +64,18 @@ struct BwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   using Dropout = BwdDropout<kBlockM>;
+  // Pᵀ's exponentials as one MUFU instruction each (softmax.h's fast_exp2) instead of exp2f's
+  // range fix-ups (3 more instructions each), except at d64: there the 128 x 128 tile holds 224
+  // accumulator registers a consumer thread, and ptxas spilled 4-100 B in its consumers with
+  // fast_exp2 (0 B with exp2f; nvcc 13.0, session 11).
+  static constexpr bool kFastExp2 = kHeadDim > 64;
+  __forceinline__ __device__ static float exp2_of(float x) {
+    if constexpr (kFastExp2) {
+      return fast_exp2(x);
+    } else {
+      return exp2f(x);
+    }
+  }
 
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
     return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
@@ -124,6 +137,10 @@ struct BwdMainloop {
       Tensor tdOgdO = get<0>(do_parts);  // (TMA, m)
       Tensor tdOsdO = get<1>(do_parts);  // (TMA, stage)
       const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+      // Not unrolled: the producer runs at 24 registers (bwd_traits.h), and ptxas's unrolled copies
+      // of this loop kept their stage addresses live and spilled them (40-168 B of local memory
+      // per kernel at d128, device run 11); one iteration a consumer step costs nothing rolled.
+#pragma unroll 1
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         uint64_t& q_full = pipeline_q.producer_acquire(q_state, Traits::kBytesQ + Traits::kBytesRowStat);
         copy(params.tma_q.with(q_full), tQgQ(_, m), tQsQ(_, q_state.index));
@@ -238,11 +255,11 @@ struct BwdMainloop {
           for (int i = 0; i < size(tSrS); ++i) {
             const int key = get<0>(tScS(i)), query = get<1>(tScS(i));
             const float x = tSrS(i) * params.scale_log2 - lse[query];
-            tSrS(i) = exp2f(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
+            tSrS(i) = exp2_of(mask.visible(m0 + query, n0 + key) ? x : -INFINITY);
           }
         } else {
           CUTE_UNROLL
-          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2f(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
+          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2_of(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
         }
         if constexpr (!Traits::kDropout) convert_into(tSrS, tdVrP);
 
