@@ -35,6 +35,7 @@ after the flush), which are kernel time alone.
 import argparse
 import ctypes
 import datetime
+import gc
 import json
 import pathlib
 import statistics
@@ -261,6 +262,20 @@ def breakdown_rows(shape, device, dtype, iters, repeats, sdpa_backends):
                     context.__exit__(None, None, None)
         except (RuntimeError, AttributeError) as error:
             rows[f"sdpa_{backend} bwd alone (autograd.grad)"] = str(error).strip().splitlines()[0][:200]
+    # Autograd runs a CUDA backward on its device thread, which a Python Function's backward must
+    # enter the GIL on; with multithreading off it runs on this thread instead.
+    step = lambda: flashcore.flash_attn_func(qg, kg, vg).backward(dout)
+    sdpa_step = lambda: F.scaled_dot_product_attention(qs, ks, vs).backward(sdpa_layout(dout))
+    with torch.autograd.set_multithreading_enabled(False):
+        rows["flashcore fwd+bwd, autograd threads off"] = time_per_call(step, iters, repeats, device)
+        rows["sdpa_auto fwd+bwd, autograd threads off"] = time_per_call(sdpa_step, iters, repeats, device)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        rows["flashcore fwd+bwd, gc off"] = time_per_call(step, iters, repeats, device)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     timers = _Timers()
     try:
         calls = {"n": 0}
