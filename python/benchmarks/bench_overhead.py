@@ -291,6 +291,75 @@ def breakdown_rows(shape, device, dtype, iters, repeats, sdpa_backends):
     return rows
 
 
+def diagnose_fwd_bwd(device, dtype, iters):
+    """Prints what decides where flashcore's fwd+bwd time goes at issue #14's shape: flashcore and
+    SDPA interleaved (so drift in the machine's state hits both), .backward() against
+    autograd.grad (no gradient accumulation), garbage cycles left per call (gc off for the loop),
+    the CUDA caching allocator's device allocations during the loop, and a cProfile of each step with
+    autograd's device threads off (so the backward's Python is on this thread and in the profile)."""
+    import collections
+    import cProfile
+    import pstats
+    batch, nheads, seqlen, headdim = SHAPES[0]
+    q, k, v = (torch.randn(batch, seqlen, nheads, headdim, dtype=dtype, device=device).requires_grad_()
+               for _ in range(3))
+    dout = torch.randn_like(q)
+    inputs = (q, k, v)
+    qs, ks, vs = (sdpa_layout(t) for t in inputs)
+    steps = {
+        "flashcore .backward": lambda: flashcore.flash_attn_func(q, k, v).backward(dout),
+        "sdpa_auto .backward": lambda: F.scaled_dot_product_attention(qs, ks, vs).backward(sdpa_layout(dout)),
+        "flashcore autograd.grad": lambda: torch.autograd.grad(flashcore.flash_attn_func(q, k, v), inputs, dout),
+        "sdpa_auto autograd.grad": lambda: torch.autograd.grad(F.scaled_dot_product_attention(qs, ks, vs), inputs,
+                                                               sdpa_layout(dout)),
+    }
+    rounds = collections.defaultdict(list)
+    for _ in range(5):
+        for name, fn in steps.items():
+            rounds[name].append(time_per_call(fn, iters, 1, device)["host_p50"])
+    print("\ndiagnose fwd+bwd: host us per call, 5 interleaved rounds of %d calls" % iters)
+    for name, values in rounds.items():
+        print(f"  {name:26s}" + "".join(f"{value:8.1f}" for value in values))
+    for name in ("flashcore .backward", "sdpa_auto .backward"):
+        fn = steps[name]
+        fn()
+        gc.collect()
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        stats = torch.cuda.memory_stats() if device == "cuda" else {}
+        allocs0 = stats.get("num_device_alloc", 0)
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(200):
+                fn()
+            sync()
+            stats = torch.cuda.memory_stats() if device == "cuda" else {}
+            found = gc.collect()
+            kinds = collections.Counter(type(o).__name__ for o in gc.garbage).most_common(6)
+        finally:
+            gc.garbage.clear()
+            gc.set_debug(0)
+            gc.enable()
+        print(f"  {name}: 200 calls left {found} objects in garbage cycles {kinds}; cudaMalloc calls by the "
+              f"caching allocator during them: {stats.get('num_device_alloc', 0) - allocs0}")
+    with torch.autograd.set_multithreading_enabled(False):
+        for name in ("flashcore .backward", "sdpa_auto .backward"):
+            fn = steps[name]
+            for _ in range(20):
+                fn()
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(500):
+                fn()
+            profile.disable()
+            print(f"\n  cProfile of {name}, 500 calls, autograd threads off (s):\n"
+                  f"       ncalls  tottime  percall  cumtime  percall filename:lineno(function)")
+            stream = __import__("io").StringIO()
+            pstats.Stats(profile, stream=stream).sort_stats("tottime").print_stats(14)
+            print("\n".join("    " + line for line in stream.getvalue().splitlines()[6:]))
+
+
 def _bench_timing():
     """bench/flashbench/timing.py, the hopper benchmark's own timing code."""
     bench_dir = pathlib.Path(__file__).resolve().parents[2] / "bench"
@@ -408,13 +477,15 @@ def main():
                              "takes 5x as many)")
     parser.add_argument("--repeats", type=int, default=11, help="timed batches; p50/p90 are over these")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the rows as JSON here")
-    parser.add_argument("--shapes", choices=["all", "main"], default="all",
-                        help="main: issue #14's B1 H8 S512 D64 only (not the tiny shape)")
+    parser.add_argument("--shapes", choices=["all", "main", "none"], default="all",
+                        help="main: issue #14's B1 H8 S512 D64 only (not the tiny shape); none: no table")
     parser.add_argument("--sdpa", default="auto," + ",".join(SDPA_BACKENDS),
                         help="SDPA rows: a comma-separated subset of auto,flash,efficient,cudnn,math")
     parser.add_argument("--breakdown", action="store_true", help="split flashcore's fwd+bwd (module docstring)")
     parser.add_argument("--latency", action="store_true",
                         help="issue #14's latency block with the host's share (module docstring; CUDA only)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="where flashcore's fwd+bwd time goes: interleaved rounds, cycles, allocations, cProfile")
     parser.add_argument("--latency-runs", type=int, default=1000)
     parser.add_argument("--latency-warmup", type=int, default=50)
     args = parser.parse_args()
@@ -426,7 +497,10 @@ def main():
     print(f"flashcore {flashcore.__version__} ({lib.LIBRARY_PATH}), torch {torch.__version__}, device {args.device} "
           f"({device_name}), commit {git_commit()}")
     json_rows = []
+    if args.diagnose:
+        diagnose_fwd_bwd(args.device, dtype, iters)
     shapes = [(SHAPES[0], iters)] + ([(SHAPES[1], 5 * iters)] if args.shapes == "all" else [])
+    shapes = [] if args.shapes == "none" else shapes
     for shape, shape_iters in shapes:
         rows = bench_shape(shape, args.device, dtype, shape_iters, args.repeats, sdpa_backends)
         batch, nheads, seqlen, headdim = shape
