@@ -43,15 +43,10 @@ FAMILIES = {
     "sm90": {
         # TMA, wgmma, setmaxnreg: sm_90a code runs on compute capability 9.0 only (H100, H200).
         # The extended MMA shapes enable wgmma N = 80, 144, 176, ... for the tile table.
-        # CuTe's make_tma_copy encodes each TMA descriptor through cutlass::call_cuTensorMapEncodeTiled,
-        # which otherwise looks the driver function up (cudaGetDriverEntryPointByVersion) on every
-        # call, 4 descriptors a launch; with the direct call renamed to flashcore's own forwarder
-        # (sm90/tma_encode.cu) it is looked up once a process (docs/tuning/binding_overhead.md).
         "enum": "kSm90",
         "cc": (90, 90),
         "archs": "90a-real",
-        "flags": ["-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED", "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL",
-                  "-DcuTensorMapEncodeTiled=flashcore_sm90_encode_tensor_map_tiled"],
+        "flags": ["-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"],
         # The backward: up to d128 two consumer warpgroups each hold dK and dV of 64 keys in
         # registers; d256 computes dK and dV transposed, the warpgroups splitting d
         # (bwd_swapkv_*.h); kernels=auto runs d192 backward on sm80 (docs/tuning/backward_sm90.md).
