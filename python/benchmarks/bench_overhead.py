@@ -9,7 +9,9 @@ For each shape and pass it times, per call:
              choice of backend (sdpa_auto) and with each backend forced (flash, efficient, cudnn, math)
              where it serves the call (otherwise the row says why not).
 fwd+bwd is out = attention(q, k, v); out.backward(dout) through autograd (c_abi: the two library calls).
-binding overhead = flashcore - c_abi. On CUDA, "host" is the time to issue a call (what the Python
+binding overhead = flashcore - c_abi; for fwd+bwd that includes autograd's engine, which c_abi does not
+go through and SDPA does (most of fwd+bwd on the H100: docs/tuning/binding_overhead.md), so there the
+SDPA rows are the comparison. On CUDA, "host" is the time to issue a call (what the Python
 thread spends; the overhead lives there) and "wall" the steady-state time per call including the
 GPU work (CUDA events around each batch of calls). Each figure is the median (p50) and p90 over
 `repeats` batches of `iters` calls. A tiny shape is timed too, where the work is negligible and the
@@ -28,8 +30,10 @@ eager sample is the host: the host's time per timed iteration (flush + events + 
 own GPU time, and the same samples with the GPU kept busy longer than any host gap (a spin kernel
 after the flush), which are kernel time alone.
 
+--diagnose prints what decides where the fwd+bwd time goes (diagnose_fwd_bwd's docstring).
+
     python python/benchmarks/bench_overhead.py [--device cuda|cpu] [--iters N] [--repeats N] [--json PATH]
-        [--shapes main|all] [--sdpa auto,cudnn,...] [--breakdown] [--latency]
+        [--shapes main|all|none] [--sdpa auto,cudnn,...] [--breakdown] [--latency] [--diagnose]
 """
 
 import argparse
