@@ -18,7 +18,10 @@
 #   python     the Python package's tests on CUDA tensors, against the library just built
 #   overhead   python/benchmarks/bench_overhead.py: the binding's host time per eager call (issue 14's
 #              B1 H8 S512 D64 fp16 and a tiny shape; forward and forward+backward; flashcore, the C ABI
-#              called directly, SDPA with each backend), p50/p90; JSON to $OUT/binding_overhead.json
+#              called directly, SDPA with each backend), p50/p90; JSON to $OUT/binding_overhead.json;
+#              OVERHEAD_ARGS adds arguments (--breakdown, --latency: issue 14's latency block with the host's share)
+#   host-path  bench/host_path's flashcore_host_path_bench: the C ABI's host path step by step (HOST_PATH_LIBS:
+#              other builds of libflashcore_c.so to time beside this one)
 #   bench-hopper   scripts/bench.sh --hopper: issue 14's forward grid (both kernel families, cuDNN,
 #              FA2, CUTLASS example 88 from .carry/ex88, GQA rows, latency eager and graph replay);
 #              bench-hopper-bwd: the same grid's backward, as its own call
@@ -122,9 +125,18 @@ for step in "$@"; do
       tail -15 "$out/python_tests.log"
       ;;
     overhead)
+      # OVERHEAD_ARGS: more arguments, e.g. "--shapes main --sdpa auto,cudnn --breakdown --latency" (its --help)
+      # shellcheck disable=SC2086
       PYTHONPATH="$root/python" python3 python/benchmarks/bench_overhead.py --json "$out/binding_overhead.json" \
-        2>&1 | tee "$out/binding_overhead.txt"
+        ${OVERHEAD_ARGS:-} 2>&1 | tee "$out/binding_overhead.txt"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      ;;
+    host-path)
+      # bench/host_path: the C ABI's host path step by step, for this build's library and each one
+      # HOST_PATH_LIBS names (space-separated: another build, e.g. from before a change), a process each.
+      for lib in "$FLASHCORE_LIBRARY" ${HOST_PATH_LIBS:-}; do
+        "$build_dir/bench/host_path/flashcore_host_path_bench" "$lib" || status=1
+      done 2>&1 | tee "$out/host_path.txt"
       ;;
     bench-hopper) bash scripts/bench.sh --hopper --cli "$cli" --out-dir "$out" --flat || status=1 ;;
     bench-hopper-bwd)

@@ -204,12 +204,17 @@ class _DenseAttention(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = options
         ctx.mark_non_differentiable(lse)
+        # The LSE takes no gradient, yet autograd would fill one with zeros (an allocation and a fill
+        # kernel a backward) for the backward to ignore; a missing dout is made here instead.
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
         _refuse_double_backward(q, k, v)
+        if dout is None:
+            dout = torch.zeros_like(out)
         return (*run_backward_dense(dout, q, k, v, out, lse, *ctx.options), None)
 
 
@@ -333,12 +338,15 @@ class _EagerAttention(torch.autograd.Function):
         out, lse = run_forward(q, k, v, softmax_scale, causal, *options)
         _setup_context(ctx, (q, k, v, softmax_scale, causal, deterministic, *options), (out, lse))
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # as in _DenseAttention: no zero LSE gradient
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
         _refuse_double_backward(q, k, v)
+        if dout is None:
+            dout = torch.zeros_like(out)
         dq, dk, dv = run_backward(dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal, ctx.deterministic,
                                   ctx.window_left, ctx.window_right, ctx.softcap, alibi_slopes, cu_seqlens_q,
                                   cu_seqlens_k, ctx.max_seqlen_q, ctx.max_seqlen_k, *ctx.dropout)

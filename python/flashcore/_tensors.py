@@ -32,7 +32,7 @@ _DESCRIPTOR_SIZE = struct.calcsize("=" + _DESCRIPTOR_FORMAT)
 assert _DESCRIPTOR_SIZE == ctypes.sizeof(lib.CTensor) and lib.CTensor.shape.offset == 24
 _PADDING = tuple((0,) * (lib.MAX_RANK - rank) for rank in range(lib.MAX_RANK + 1))
 _NULL_DESCRIPTOR = (0, 0, 0, 0) + (0,) * (2 * lib.MAX_RANK)
-_formats = {}  # descriptor count -> struct.Struct
+_formats = {}  # descriptor count -> (struct.Struct, its buffer type)
 
 
 _WORKSPACE = struct.Struct("@QQ")  # flashcore_options.workspace and .workspace_bytes
@@ -64,10 +64,12 @@ def pack(*tensors):
         append((t.data_ptr(), _DTYPE_CODES[t.dtype], _CUDA_CODES[t.is_cuda], len(shape), *shape, *pad,
                 *t.stride(), *pad))
     count = len(tensors)
-    layout = _formats.get(count)
-    if layout is None:
-        layout = _formats[count] = struct.Struct("=" + _DESCRIPTOR_FORMAT * count)
-    buffer = ctypes.create_string_buffer(layout.pack(*values), layout.size)
+    formats = _formats.get(count)
+    if formats is None:
+        layout = struct.Struct("=" + _DESCRIPTOR_FORMAT * count)
+        formats = _formats[count] = (layout, ctypes.c_char * layout.size)
+    layout, buffer_type = formats
+    buffer = buffer_type.from_buffer_copy(layout.pack(*values))
     buffer.tensors = tensors
     base = ctypes.addressof(buffer)
     return buffer, [None if t is None else base + i * _DESCRIPTOR_SIZE for i, t in enumerate(tensors)]
@@ -78,6 +80,12 @@ def pack(*tensors):
 # loop or a COptions built field by field.
 _FORWARD_DENSE = struct.Struct("@" + _DESCRIPTOR_FORMAT * 5 + lib.OPTIONS_FORMAT)
 _BACKWARD_DENSE = struct.Struct("@" + _DESCRIPTOR_FORMAT * 9 + lib.OPTIONS_FORMAT)
+# The buffers' ctypes array types, held here: ctypes.create_string_buffer looks its array type up in a
+# cache of weak references, and an array type is freed only by the garbage collector (a type refers
+# to itself), so each collection after a call cost the next call a new type (~8 us on the CPU of
+# docs/tuning/binding_overhead.md).
+_FORWARD_BUFFER = ctypes.c_char * _FORWARD_DENSE.size
+_BACKWARD_BUFFER = ctypes.c_char * _BACKWARD_DENSE.size
 
 
 def _rank4(t, device):
@@ -88,9 +96,9 @@ def pack_forward_dense(q, k, v, out, lse, options):
     """(buffer, the five descriptors' addresses, the options' address); `options` are COptions'
     fields in order (lib.option_values). The buffer must outlive the C call."""
     device = _CUDA_CODES[q.is_cuda]
-    buffer = ctypes.create_string_buffer(_FORWARD_DENSE.pack(
+    buffer = _FORWARD_BUFFER.from_buffer_copy(_FORWARD_DENSE.pack(
         *_rank4(q, device), *_rank4(k, device), *_rank4(v, device), *_rank4(out, device),
-        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0, *options), _FORWARD_DENSE.size)
+        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0, *options))
     base = ctypes.addressof(buffer)
     return buffer, (base, base + _DESCRIPTOR_SIZE, base + 2 * _DESCRIPTOR_SIZE, base + 3 * _DESCRIPTOR_SIZE,
                     base + 4 * _DESCRIPTOR_SIZE), base + 5 * _DESCRIPTOR_SIZE
@@ -99,10 +107,10 @@ def pack_forward_dense(q, k, v, out, lse, options):
 def pack_backward_dense(q, k, v, out, dout, lse, dq, dk, dv, options):
     """pack_forward_dense for a backward's nine tensors."""
     device = _CUDA_CODES[q.is_cuda]
-    buffer = ctypes.create_string_buffer(_BACKWARD_DENSE.pack(
+    buffer = _BACKWARD_BUFFER.from_buffer_copy(_BACKWARD_DENSE.pack(
         *_rank4(q, device), *_rank4(k, device), *_rank4(v, device), *_rank4(out, device), *_rank4(dout, device),
         lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0,
-        *_rank4(dq, device), *_rank4(dk, device), *_rank4(dv, device), *options), _BACKWARD_DENSE.size)
+        *_rank4(dq, device), *_rank4(dk, device), *_rank4(dv, device), *options))
     base = ctypes.addressof(buffer)
     return buffer, tuple(base + i * _DESCRIPTOR_SIZE for i in range(9)), base + 9 * _DESCRIPTOR_SIZE
 

@@ -2,6 +2,7 @@
 the C structs the general route builds, and its results and errors are the general route's."""
 
 import ctypes
+import gc
 
 import pytest
 import torch
@@ -65,3 +66,22 @@ def test_options_that_only_look_like_defaults_take_the_full_checks(options, erro
     q = torch.randn(1, 4, 2, 16)
     with pytest.raises(error):
         flash_attn_interface.flash_attn_func(q, q, q, **options)
+
+
+def test_dense_calls_leave_nothing_for_the_garbage_collector(device):
+    """create_string_buffer's array types are cached weakly and refer to themselves, so each gc run
+    freed them and the next call built them again (docs/tuning/binding_overhead.md); the dense
+    route's buffers use types the module holds, and a call leaves no cycle behind."""
+    q = torch.randn(1, 8, 2, 16, dtype=torch.float16, device=device, requires_grad=True)
+    dout = torch.randn_like(q)
+    for _ in range(3):
+        flash_attn_interface.flash_attn_func(q, q, q).backward(dout)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            flash_attn_interface.flash_attn_func(q, q, q).backward(dout)
+            flash_attn_interface.flash_attn_func(q.detach(), q.detach(), q.detach())
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
