@@ -199,10 +199,11 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       (p.seqlen_q + kBlockM - 1) / kBlockM,
       // Dropout's stream counts rows in 16-row groups from the first query, and a warp's slab must
       // start on one (common/dropout.h): with dropout the offset is rounded down to a multiple of 16.
-      // Varlen: per sequence (fwd_sequence.h; the option kernels, dropout's, serve no varlen).
+      // Varlen: per sequence (fwd_sequence.h), with the same mask.
       Traits::kIsCausal && !varlen
           ? ((p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q) & (p.has_dropout ? ~15 : ~0)
           : 0,
+      p.has_dropout ? ~15 : ~0,
       p.softmax_scale,
       p.scale_log2,
       tma.o_via_smem,
@@ -307,7 +308,16 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes>;
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes,
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).ctas_per_sm>;
+
+// Window kernels: causal calls whose window spans at most this many keys a row (left + 1, the
+// right bound being the diagonal) take the narrow-window tile where the head dim has one
+// (fwd_tile_size.h; a 1k window over 16k tokens is the measured case).
+constexpr int kNarrowWindowMaxKeys = 2048;
+inline bool fwd_narrow_window(const FwdParams& p) {
+  return p.causal && p.window_left >= 0 && p.window_left + 1 <= kNarrowWindowMaxKeys;
+}
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
@@ -331,6 +341,15 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     }
   }
   constexpr bool kScoreMod = has_score_mod(kVariant);
+  // Narrow causal windows, window kernel: 64 x 64 tiles, two CTAs a SM, one tile per CTA (the
+  // hardware's block scheduler keeps both slots of every SM busy; every tile costs about the same).
+  if constexpr (kVariant == KernelVariant::kWindow &&
+                fwd_tile_size(FwdTileKind::kNarrowWindow, kHeadDim, kIsCausal).block_m > 0) {
+    if (fwd_narrow_window(params)) {
+      using NarrowTraits = FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kNarrowWindow>;
+      return launch_fwd<NarrowTraits, false, FwdTileScheduler<false, kIsCausal>, kVariant>(params, stream);
+    }
+  }
   constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
@@ -364,8 +383,31 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
 }
+// ALiBi without softcap, d128 causal, where the causal grid is the zig-zag one: the ALiBi kernel
+// (kAlibi: no softcap code, no per-tile slope branch), one kernel per (dtype) so far. It measures
+// how much of the score-option kernel's cost over the window kernel is its carrying every
+// option's code (docs/tuning/forward_sm90_options.md, session 11).
+template <typename Element, int kHeadDim>
+Status run_fwd_alibi_causal(const FwdParams& params, cudaStream_t stream, bool* ran) {
+  *ran = false;
+  if constexpr (kHeadDim > 96 && kHeadDim <= 128) {
+    using Traits = FwdTraitsFor<Element, kHeadDim, true, FwdTileKind::kOptions>;
+    constexpr int kZigZagMaxMBlocks = fwd_tile_size(FwdTileKind::kOptions, kHeadDim, true).zigzag_max_m_blocks;
+    const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+    const bool zigzag = params.cu_seqlens_q != nullptr || num_m_blocks <= kZigZagMaxMBlocks || params.window_left >= 0;
+    if (params.causal && params.alibi_slopes != nullptr && !(params.softcap > 0.0f) && zigzag) {
+      *ran = true;
+      return launch_fwd<Traits, true, FwdZigZagScheduler, KernelVariant::kAlibi>(params, stream);
+    }
+  }
+  return Status::Ok();
+}
+
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
+  bool ran = false;
+  const Status alibi = run_fwd_alibi_causal<Element, kHeadDim>(params, stream, &ran);
+  if (ran) return alibi;
   // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
   // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
   const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;

@@ -41,7 +41,7 @@ struct FwdTmaStoreO<true, Element, SmemLayoutAtomQ, ShapeQKV, StrideQKV> {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1, bool kPrefetchNextQ_ = false,
-          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4>
+          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4, int kCtasPerSm_ = 1>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -89,13 +89,16 @@ struct FwdTraits {
   static_assert(!kPingPong || kConsumerWGs >= 2, "ping-pong alternates consumer warpgroups");
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers. A clustered producer
-  // (multicast copies, the tail that waits out the last releases) spills 48 B in 24 registers
-  // and none in 40, so its consumers get 232 (two warpgroups).
+  // CTAs resident per SM (fwd_tile_size.h's ctas_per_sm): two only with one consumer warpgroup.
+  static constexpr int kCtasPerSm = kCtasPerSm_;
+  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kConsumerWGs == 1 && kClusterM == 1));
+  // setmaxnreg: kCtasPerSm * 128 * (producer + consumers * consumer) <= 64 K registers. A clustered
+  // producer (multicast copies, the tail that waits out the last releases) spills 48 B in 24
+  // registers and none in 40, so its consumers get 232 (two warpgroups). Two CTAs a SM: 24 + 232.
   static constexpr int kProducerRegs =
-      kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
+      kCtasPerSm == 2 ? 24 : kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
   static constexpr int kConsumerRegs =
-      kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
+      kCtasPerSm == 2 ? 232 : kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
 
   using TileShapeQK = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kHeadDim>>;  // (M, N, d)
   using TileShapePV = cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kBlockN>>;  // (M, d, N)
@@ -172,6 +175,8 @@ struct FwdTraits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+  // The SM's 228 KB hold kCtasPerSm CTAs, each with 1 KB the system reserves.
+  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kCtasPerSm CTAs do not fit in shared memory");
 
   struct Params {
     TmaQ tma_q;
@@ -199,6 +204,10 @@ struct FwdTraits {
     // row_offset = num_m_blocks * kBlockM - seqlen_q), so the ragged tile is the shortest, top
     // one instead of the longest; 0 when not causal.
     int row_offset;
+    // Applied to every row_offset (dense above, varlen per sequence in fwd_sequence.h): ~15 with
+    // dropout, whose stream counts rows in 16-row groups from a sequence's first query and needs
+    // each warp's slab to start on one (common/dropout.h), else ~0.
+    int row_offset_mask;
     float softmax_scale;
     float scale_log2;
     // kStoreOViaSmem kernels: O is 16-byte addressable (base, strides, head_dim) and dense in its
