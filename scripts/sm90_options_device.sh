@@ -15,6 +15,7 @@
 #   3. fuzz on sm90 with the score options drawn (FUZZ_COUNT, default 3000)
 #   4. forward timings, d128 bf16 (scripts/options_cost.sh's cases, forward only, sm90); TIMING_ROUNDS
 #      rounds each (default 2), TIMING_CASES a regex on the case names (default all)
+#   resources: cuobjdump's registers and stack per forward kernel
 #   varlen: the varlen forward cases on sm90 (window/softcap/ALiBi/dropout with cu_seqlens: the option
 #      kernels declare varlen), sanitize_varlen: memcheck + racecheck on them
 #   ncu (only when STEPS names it): Nsight Compute's stall reasons, scheduler and pipe statistics of
@@ -50,6 +51,13 @@ summary() {
   grep -E '^\[  FAILED  \].*\(' "$1" | head -20; grep -E "tests ran" "$1"
 }
 
+if want resources; then
+stamp "registers / stack of the forward kernels (cuobjdump)"
+cuobjdump --dump-resource-usage "$tests" 2>/dev/null | grep -A1 "Function.*fwd_kernel" | grep -v '^--' | paste - - |
+  sed -E 's/.*Function ([^ :]*):.*REG:([0-9]+) STACK:([0-9]+).*/\2 \3 \1/' | while read -r reg stack name; do
+    echo "REG $reg STACK $stack $(echo "$name" | c++filt | grep -oE 'FwdTraits<[^>]*>|Scheduler[^,]*|KernelVariant\)[0-9]' | tr '\n' ' ')"
+  done | tee "$out/resources.txt"
+fi
 if want options; then
 stamp "gpu tests (sm90): option forwards, trip counts, plain-row preference"
 FLASHCORE_KERNELS=sm90 timeout 90 "$tests" \
@@ -95,10 +103,10 @@ done
 fi
 
 if want sanitize_window; then
-stamp "compute-sanitizer memcheck + racecheck: the window-only option cases (the window kernel)"
+stamp "compute-sanitizer memcheck + racecheck: the window-only option cases (the window kernel; SANITIZE_FILTER)"
 for tool in memcheck racecheck; do
   FLASHCORE_KERNELS=sm90 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" \
-    --gtest_filter='*CudaScoreOptions.Forward*window*-*d256*' >"$out/sanitize_window_$tool.log" 2>&1 &
+    --gtest_filter="${SANITIZE_FILTER:-*CudaScoreOptions.Forward*window*-*d256*}" >"$out/sanitize_window_$tool.log" 2>&1 &
 done
 wait
 for tool in memcheck racecheck; do
