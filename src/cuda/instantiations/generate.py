@@ -60,8 +60,8 @@ FAMILIES = {
         # dropout as runtime data, and varlen (fwd_sequence.h: each sequence's causal row offset
         # rounded to 16 rows with dropout, as dense calls' are). Per file: the window kernel and the
         # softcap/ALiBi kernel, each causal zig-zag, causal one tile per CTA and non-causal, and at
-        # d128 the window kernel's narrow causal-window tile (7 kernels). d64 and d128 only (4 files:
-        # CI time); d <= 128 runs on them padded.
+        # d128 the ALiBi-only kernel, causal zig-zag and non-causal (8 kernels). d64 and d128 only
+        # (4 files: CI time); d <= 128 runs on them padded.
         # The backward's dropout kernels (sm90/bwd_dropout.h): d128 only (2 files; d <= 128 runs on
         # them padded, the other options on sm80).
         "variants": {

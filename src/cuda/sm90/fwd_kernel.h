@@ -26,7 +26,7 @@ namespace flashcore::cuda::sm90 {
 // kVariant: the plain kernel or the option kernel (fwd_score_options.h), whose options arrive in
 // `options` (empty for the plain one).
 template <class Traits, class Scheduler, KernelVariant kVariant = KernelVariant::kPlain>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
+__global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params, Scheduler const scheduler,
                CUTE_GRID_CONSTANT FwdOptionArgs<kVariant> const options) {
   using Mainloop = FwdMainloop<Traits, kVariant>;

@@ -308,23 +308,15 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).ctas_per_sm>;
-
-// Window kernels: causal calls whose window spans at most this many keys a row (left + 1, the
-// right bound being the diagonal) take the narrow-window tile where the head dim has one
-// (fwd_tile_size.h; a 1k window over 16k tokens is the measured case).
-constexpr int kNarrowWindowMaxKeys = 2048;
-inline bool fwd_narrow_window(const FwdParams& p) {
-  return p.causal && p.window_left >= 0 && p.window_left + 1 <= kNarrowWindowMaxKeys;
-}
+              fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
 // kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
-// table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile per CTA), so each
-// (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
-// same (the window's blocks), so the persistent zig-zag grid at any length.
+// tables' tiles (fwd_tile_size_window, fwd_tile_size_options) and the main scheduling only
+// (non-causal softcap/ALiBi: one tile per CTA), so each (dtype, head dim) adds six kernels (d128:
+// eight with run_fwd_alibi's). Causal with a left window bound: the tiles cost about the same (the
+// window's blocks), so the persistent zig-zag grid at any length.
 template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
   constexpr bool kPlain = kVariant == KernelVariant::kPlain;
@@ -341,16 +333,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     }
   }
   constexpr bool kScoreMod = has_score_mod(kVariant);
-  // Narrow causal windows, window kernel: 64 x 64 tiles, two CTAs a SM, one tile per CTA (the
-  // hardware's block scheduler keeps both slots of every SM busy; every tile costs about the same).
-  if constexpr (kVariant == KernelVariant::kWindow &&
-                fwd_tile_size(FwdTileKind::kNarrowWindow, kHeadDim, kIsCausal).block_m > 0) {
-    if (fwd_narrow_window(params)) {
-      using NarrowTraits = FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kNarrowWindow>;
-      return launch_fwd<NarrowTraits, false, FwdTileScheduler<false, kIsCausal>, kVariant>(params, stream);
-    }
-  }
-  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
+  constexpr FwdTileKind kKind = kPlain                                ? FwdTileKind::kMain
+                                : kVariant == KernelVariant::kWindow ? FwdTileKind::kWindow
+                                                                     : FwdTileKind::kOptions;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
@@ -383,19 +368,25 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
 }
-// ALiBi without softcap, d128 causal, where the causal grid is the zig-zag one: the ALiBi kernel
-// (kAlibi: no softcap code, no per-tile slope branch), one kernel per (dtype) so far. It measures
-// how much of the score-option kernel's cost over the window kernel is its carrying every
-// option's code (docs/tuning/forward_sm90_options.md, session 11).
+// ALiBi without softcap at d128: the ALiBi kernel (kAlibi: no softcap code, no per-tile slope
+// branch), causal on the zig-zag grid (<= 64 m_blocks, windowed or varlen calls), non-causal one
+// tile per CTA as the softcap/ALiBi kernel; 2 kernels a (dtype). Causal calls on the one-tile grid
+// keep the softcap/ALiBi kernel. Measures how much of the score-option kernel's cost over the
+// window kernel is its carrying every option's code (docs/tuning/forward_sm90_options.md, s11).
 template <typename Element, int kHeadDim>
-Status run_fwd_alibi_causal(const FwdParams& params, cudaStream_t stream, bool* ran) {
+Status run_fwd_alibi(const FwdParams& params, cudaStream_t stream, bool* ran) {
   *ran = false;
   if constexpr (kHeadDim > 96 && kHeadDim <= 128) {
+    if (params.alibi_slopes == nullptr || params.softcap > 0.0f) return Status::Ok();
+    if (!params.causal) {
+      *ran = true;
+      using Traits = FwdTraitsFor<Element, kHeadDim, false, FwdTileKind::kOptions>;
+      return launch_fwd<Traits, false, FwdTileScheduler<false, false>, KernelVariant::kAlibi>(params, stream);
+    }
     using Traits = FwdTraitsFor<Element, kHeadDim, true, FwdTileKind::kOptions>;
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(FwdTileKind::kOptions, kHeadDim, true).zigzag_max_m_blocks;
     const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-    const bool zigzag = params.cu_seqlens_q != nullptr || num_m_blocks <= kZigZagMaxMBlocks || params.window_left >= 0;
-    if (params.causal && params.alibi_slopes != nullptr && !(params.softcap > 0.0f) && zigzag) {
+    if (params.cu_seqlens_q != nullptr || num_m_blocks <= kZigZagMaxMBlocks || params.window_left >= 0) {
       *ran = true;
       return launch_fwd<Traits, true, FwdZigZagScheduler, KernelVariant::kAlibi>(params, stream);
     }
@@ -406,7 +397,7 @@ Status run_fwd_alibi_causal(const FwdParams& params, cudaStream_t stream, bool* 
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
   bool ran = false;
-  const Status alibi = run_fwd_alibi_causal<Element, kHeadDim>(params, stream, &ran);
+  const Status alibi = run_fwd_alibi<Element, kHeadDim>(params, stream, &ran);
   if (ran) return alibi;
   // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
   // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.

@@ -45,15 +45,11 @@ struct FwdTileSize {
   // epilogue per tile 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256), Q still released after the
   // last QK^T. Tiles with 8 or 16 since v12 (tuning log: +3-10 % at 2k-8k where they apply).
   int o_store_bytes = 4;
-  // CTAs resident per SM (1 or 2). Two: each a single consumer warpgroup, so one CTA's tile start,
-  // epilogue and softmax run under the other's GEMMs without turn-taking; the pair shares the
-  // SM's 64 K registers (setmaxnreg 24/232) and 228 KB of shared memory. One tile per CTA.
-  int ctas_per_sm = 1;
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
 // short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
-enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions, kNarrowWindow };
+enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions, kWindow };
 
 // kShortKeys serves seqlen_k up to this.
 constexpr int kShortKeysMax = 4096;
@@ -137,25 +133,20 @@ constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) {
   return fwd_tile_size_main(head_dim, causal);
 }
 
-// Causal calls with a narrow sliding window (the window kernel, kWindow; fwd_launch_template.h's
-// kNarrowWindowMaxKeys): a 128-row tile computes about window + 128 keys a row, rounded up to whole
-// key blocks (1k window, 128 x 128: 9 blocks of 128 = 1152 keys for 1025 visible, a 0.89 ceiling
-// counted over visible scores), and a tile of only ~9 key blocks pays its start (Q, the first K)
-// and its epilogue every ~14 us. 64 x 64 tiles compute window + 64 keys a row (17 blocks of 64 =
-// 1088 for 1025: 0.94), and two CTAs a SM, one consumer warpgroup each, overlap one tile's start
-// and epilogue with the other's GEMMs: Q 16 + 2 x (16 + 16) = 80 KB a CTA; S 32 + P 16 + O 64
-// registers. K/V are read from L2 once per 64 query rows instead of 128 (twice the L2 traffic
-// per FLOP). d128 only.
-constexpr FwdTileSize fwd_tile_size_narrow_window(int head_dim, bool causal) {
-  if (causal && head_dim > 96 && head_dim <= 128) {
-    return {64, 64, 2, false, 0, 1, 0, 1, false, false, /*o_store_bytes*/ 4, /*ctas_per_sm*/ 2};
-  }
-  return {0, 0, 0, false};
+// The window kernel (kWindow: window and dropout, no score code), d128 causal: the plain causal
+// tile, whose next-Q prefetch and 8-byte O stores shorten each tile's start and epilogue, which a
+// narrow window's short tiles (a 1k window: 9 key blocks) pay every ~14 us. Session 11 measured
+// 64 x 64 tiles with two CTAs a SM for narrow windows instead: L2-bound (ncu: L2 79 %, SM 46 %;
+// K/V read once per 64 query rows), 0.57x the plain kernel at 16k with a 1k window
+// (docs/tuning/forward_sm90_options.md). Elsewhere the option tiles.
+constexpr FwdTileSize fwd_tile_size_window(int head_dim, bool causal) {
+  if (causal && head_dim > 96 && head_dim <= 128) return fwd_tile_size_main(head_dim, true);
+  return fwd_tile_size_options(head_dim, causal);
 }
 
 constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
   return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
-         : kind == FwdTileKind::kNarrowWindow ? fwd_tile_size_narrow_window(head_dim, causal)
+         : kind == FwdTileKind::kWindow       ? fwd_tile_size_window(head_dim, causal)
          : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
          : kind == FwdTileKind::kOptions    ? fwd_tile_size_options(head_dim, causal)
                                             : fwd_tile_size_main(head_dim, causal);

@@ -41,7 +41,7 @@ struct FwdTmaStoreO<true, Element, SmemLayoutAtomQ, ShapeQKV, StrideQKV> {
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1, bool kPrefetchNextQ_ = false,
-          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4, int kCtasPerSm_ = 1>
+          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -89,16 +89,13 @@ struct FwdTraits {
   static_assert(!kPingPong || kConsumerWGs >= 2, "ping-pong alternates consumer warpgroups");
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // CTAs resident per SM (fwd_tile_size.h's ctas_per_sm): two only with one consumer warpgroup.
-  static constexpr int kCtasPerSm = kCtasPerSm_;
-  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kConsumerWGs == 1 && kClusterM == 1));
-  // setmaxnreg: kCtasPerSm * 128 * (producer + consumers * consumer) <= 64 K registers. A clustered
-  // producer (multicast copies, the tail that waits out the last releases) spills 48 B in 24
-  // registers and none in 40, so its consumers get 232 (two warpgroups). Two CTAs a SM: 24 + 232.
+  // setmaxnreg: 128 * (producer + consumers * consumer) <= 64 K registers. A clustered producer
+  // (multicast copies, the tail that waits out the last releases) spills 48 B in 24 registers
+  // and none in 40, so its consumers get 232 (two warpgroups).
   static constexpr int kProducerRegs =
-      kCtasPerSm == 2 ? 24 : kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
+      kConsumerWGs == 1 ? 56 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 40 : 24) : 32);
   static constexpr int kConsumerRegs =
-      kCtasPerSm == 2 ? 232 : kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
+      kConsumerWGs == 1 ? 256 : (kConsumerWGs == 2 ? (kClusterM_ > 1 ? 232 : 240) : 160);
 
   using TileShapeQK = cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>, cute::Int<kHeadDim>>;  // (M, N, d)
   using TileShapePV = cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kBlockN>>;  // (M, d, N)
@@ -175,8 +172,6 @@ struct FwdTraits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
-  // The SM's 228 KB hold kCtasPerSm CTAs, each with 1 KB the system reserves.
-  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kCtasPerSm CTAs do not fit in shared memory");
 
   struct Params {
     TmaQ tma_q;
