@@ -5,9 +5,9 @@
 //   kPlain     no window, no score options: most calls
 //   kWindow    the sliding window (runtime data of the mask's trip counts and compares)
 //   kScoreMod  softcap, ALiBi and dropout (runtime data: uniform branches per tile), with the window
-//   kAlibi     ALiBi without softcap code (the sm90 forward's measurement of the score-option
-//              kernel's fixed cost, docs/tuning/forward_sm90_options.md; kernel_variant() never
-//              returns it: the family's launcher picks it)
+//   kAlibi     ALiBi and the window without softcap code (the sm90 forward at d128, picked by its
+//              launcher, never by kernel_variant(): 0.91-0.95x the plain kernel where kScoreMod
+//              measured 0.86-0.88 on the H100, docs/tuning/forward_sm90_options.md session 11)
 #pragma once
 
 #include "cuda/params.h"

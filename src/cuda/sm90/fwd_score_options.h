@@ -3,7 +3,8 @@
 // and raw scores with the softmax scale, as before, and no kernel argument; the window kernels
 // (kWindow) get the sliding window, the score-option kernels (kScoreMod) the window, softcap and
 // ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks); the
-// ALiBi kernel (kAlibi, d128 causal on the zig-zag grid) the window and ALiBi with no softcap code:
+// ALiBi kernel (kAlibi, d128: causal on the zig-zag grid, non-causal) the window and ALiBi with no
+// softcap code and no per-tile slope branch (run_fwd_alibi):
 //   window   mask.h's trip counts (key blocks wholly outside the window are never loaded) and the
 //            masked tiles' compares: the blocks at the window's left edge take the mask too;
 //   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch

@@ -45,7 +45,8 @@ struct FwdSequence {
       seqlen_k = max(seqlen_k, 0);
       tma_batch = 0;
       constexpr int kBlockM = Traits::kBlockM;
-      row_offset = Traits::kIsCausal ? ((seqlen_q + kBlockM - 1) / kBlockM * kBlockM - seqlen_q) & params.row_offset_mask : 0;
+      row_offset =
+          Traits::kIsCausal ? ((seqlen_q + kBlockM - 1) / kBlockM * kBlockM - seqlen_q) & params.row_offset_mask : 0;
     }
   }
 

@@ -48,7 +48,8 @@ struct FwdTileSize {
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
-// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
+// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one, the
+// window kernel's one.
 enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions, kWindow };
 
 // kShortKeys serves seqlen_k up to this.
@@ -146,9 +147,9 @@ constexpr FwdTileSize fwd_tile_size_window(int head_dim, bool causal) {
 
 constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
   return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
-         : kind == FwdTileKind::kWindow       ? fwd_tile_size_window(head_dim, causal)
          : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
          : kind == FwdTileKind::kOptions    ? fwd_tile_size_options(head_dim, causal)
+         : kind == FwdTileKind::kWindow     ? fwd_tile_size_window(head_dim, causal)
                                             : fwd_tile_size_main(head_dim, causal);
 }
 constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }
