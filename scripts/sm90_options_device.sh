@@ -13,7 +13,11 @@
 #   2. compute-sanitizer memcheck and racecheck on the sweep (every compiled row; option rows with all
 #      options on the first shape)
 #   3. fuzz on sm90 with the score options drawn (FUZZ_COUNT, default 3000)
-#   4. forward timings, d128 bf16 (scripts/options_cost.sh's cases, forward only, sm90)
+#   4. forward timings, d128 bf16 (scripts/options_cost.sh's cases, forward only, sm90); TIMING_ROUNDS
+#      rounds each (default 2), TIMING_CASES a regex on the case names (default all)
+#   resources: cuobjdump's registers and stack per forward kernel
+#   varlen: the varlen forward cases on sm90 (window/softcap/ALiBi/dropout with cu_seqlens: the option
+#      kernels declare varlen), sanitize_varlen: memcheck + racecheck on them
 #   ncu (only when STEPS names it): Nsight Compute's stall reasons, scheduler and pipe statistics of
 #      one forward kernel launch each, 8k d128 bf16: plain, softcap, ALiBi, window-only, causal and
 #      not (docs/tuning/forward_sm90_options.md: where the option kernels' time goes); ~1 min
@@ -47,6 +51,13 @@ summary() {
   grep -E '^\[  FAILED  \].*\(' "$1" | head -20; grep -E "tests ran" "$1"
 }
 
+if want resources; then
+stamp "registers / stack of the forward kernels (cuobjdump)"
+cuobjdump --dump-resource-usage "$tests" 2>/dev/null | grep -A1 "Function.*fwd_kernel" | grep -v '^--' | paste - - |
+  sed -E 's/.*Function ([^ :]*):.*REG:([0-9]+) STACK:([0-9]+).*/\2 \3 \1/' | while read -r reg stack name; do
+    echo "REG $reg STACK $stack $(echo "$name" | c++filt | grep -oE 'FwdTraits<[^>]*>|Scheduler[^,]*|KernelVariant\)[0-9]' | tr '\n' ' ')"
+  done | tee "$out/resources.txt"
+fi
 if want options; then
 stamp "gpu tests (sm90): option forwards, trip counts, plain-row preference"
 FLASHCORE_KERNELS=sm90 timeout 90 "$tests" \
@@ -57,6 +68,25 @@ if want plain; then
 stamp "gpu tests (sm90): the plain forward grid"
 FLASHCORE_KERNELS=sm90 timeout 60 "$tests" --gtest_filter='*CudaForward*' >"$out/gpu_tests_plain.log" 2>&1
 echo "rc $?"; summary "$out/gpu_tests_plain.log"
+fi
+
+if want varlen; then
+stamp "gpu tests (sm90): varlen forwards, options included"
+FLASHCORE_KERNELS=sm90 timeout 90 "$tests" --gtest_filter='*CudaVarlen.ForwardOnEachFamily*' \
+  >"$out/gpu_tests_varlen.log" 2>&1
+echo "rc $?"; summary "$out/gpu_tests_varlen.log"
+fi
+if want sanitize_varlen; then
+stamp "compute-sanitizer memcheck + racecheck: the varlen forwards with options"
+for tool in memcheck racecheck; do
+  FLASHCORE_KERNELS=sm90 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" \
+    --gtest_filter='*CudaVarlen.ForwardOnEachFamily*window*:*CudaVarlen.ForwardOnEachFamily*options*' \
+    >"$out/sanitize_varlen_$tool.log" 2>&1 &
+done
+wait
+for tool in memcheck racecheck; do
+  echo "varlen cases $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/sanitize_varlen_$tool.log" | tr '\n' ' ')"
+done
 fi
 
 if want sanitize; then
@@ -73,10 +103,10 @@ done
 fi
 
 if want sanitize_window; then
-stamp "compute-sanitizer memcheck + racecheck: the window-only option cases (the window kernel)"
+stamp "compute-sanitizer memcheck + racecheck: the window-only option cases (the window kernel; SANITIZE_FILTER)"
 for tool in memcheck racecheck; do
   FLASHCORE_KERNELS=sm90 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" \
-    --gtest_filter='*CudaScoreOptions.Forward*window*-*d256*' >"$out/sanitize_window_$tool.log" 2>&1 &
+    --gtest_filter="${SANITIZE_FILTER:-*CudaScoreOptions.Forward*window*-*d256*}" >"$out/sanitize_window_$tool.log" 2>&1 &
 done
 wait
 for tool in memcheck racecheck; do
@@ -97,7 +127,9 @@ stamp "ncu: one forward launch per case (8k d128 bf16, sm90)"
 ncu_cases=(
   "plain|" "softcap|--softcap 30" "alibi|--alibi" "window|--window 8190,8190"
   "causal_plain|--causal" "causal_softcap|--causal --softcap 30" "causal_alibi|--causal --alibi"
+  "causal_window_1k_16k|--causal --window 1024,0 --seqlen 16384 --batch 1"
 )
+[ -n "${NCU_CASES:-}" ] && mapfile -t ncu_cases < <(for c in "${ncu_cases[@]}"; do [[ "${c%%|*}" =~ ^(${NCU_CASES})$ ]] && echo "$c"; done)
 for c in "${ncu_cases[@]}"; do
   name="${c%%|*}"; args="${c#*|}"
   # shellcheck disable=SC2086
@@ -126,12 +158,15 @@ cases=(
   "16k causal plain|--seqlen 16384 --batch 1 --heads 16 --causal"
   "16k causal window 1024,0|--seqlen 16384 --batch 1 --heads 16 --causal --window 1024,0"
   "16k plain|--seqlen 16384 --batch 1 --heads 16"
+  "8k causal window 1024,0|--seqlen 8192 --batch 2 --heads 16 --causal --window 1024,0"
+  "16k causal window 2048,0|--seqlen 16384 --batch 1 --heads 16 --causal --window 2048,0"
 )
+[ -n "${TIMING_CASES:-}" ] && mapfile -t cases < <(for c in "${cases[@]}"; do [[ "${c%%|*}" =~ ${TIMING_CASES} ]] && echo "$c"; done)
 : >"$out/timings.jsonl"
 cp /dev/null "$out/timings.txt"
 for c in "${cases[@]}"; do
   name="${c%%|*}"; args="${c#*|}"
-  for r in 1 2; do
+  for r in $(seq "${TIMING_ROUNDS:-2}"); do
     # shellcheck disable=SC2086
     line=$("$cli" run --device cuda --kernels "${BENCH_KERNELS:-sm90}" --dtype bf16 --head-dim 128 $args --warmup 5 \
       --repeats 20 --json 2>&1) || { echo "$name: failed: $line"; continue; }

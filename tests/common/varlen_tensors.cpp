@@ -42,6 +42,10 @@ const std::vector<VarlenCase>& varlen_cases() {
       {"long_causal_d128", {700, 300, 1}, {700, 400, 9}, 2, 1, 128, true, -1, -1, 0.0f, true},
       {"dropout_all_options", {60, 0, 129, 17}, {90, 5, 129, 17}, 4, 2, 64, true, 20, -1, 1.5f, true, 0.17f},
       {"dropout", {37, 1, 130, 64}, {37, 1, 200, 64}, 2, 1, 128, false, -1, -1, 0.0f, false, 0.3f},
+      // A narrow causal window with dropout: on an H100 the sm90 window kernel's 64 x 64 tile, with
+      // each sequence's causal row offset rounded to 16 rows for dropout's stream.
+      {"window_causal_dropout_d128", {300, 1, 700, 129}, {300, 60, 900, 129}, 2, 1, 128, true, 100, -1, 0.0f, false,
+       0.2f},
   };
   return cases;
 }

@@ -1,8 +1,9 @@
 // Variable-length batches on the GPU: the cases of tests/common/varlen_tensors.cpp, forward and
 // backward against the float64 reference run sequence by sequence, fp16 and bf16, with the offsets
-// in device memory. kernels=auto (on an H100: the sm90 forward, then the sm80 backward, which reads
-// the sm90 forward's LSE; dropout runs on sm80), then the forward alone on each family this build
-// holds that serves the case (the sm90 forward: every case but dropout).
+// in device memory. kernels=auto (on an H100: the sm90 forward, options and dropout included, then
+// the sm80 backward, which reads the sm90 forward's LSE), then the forward alone on each family this
+// build holds that serves the case (the sm90 forward: every case, on its option kernels where the
+// case has options).
 #include <cuda_runtime.h>
 
 #include <cstdlib>

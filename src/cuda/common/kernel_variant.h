@@ -5,16 +5,22 @@
 //   kPlain     no window, no score options: most calls
 //   kWindow    the sliding window (runtime data of the mask's trip counts and compares)
 //   kScoreMod  softcap, ALiBi and dropout (runtime data: uniform branches per tile), with the window
+//   kAlibi     ALiBi and the window without softcap code (the sm90 forward at d128, picked by its
+//              launcher, never by kernel_variant(): 0.91-0.95x the plain kernel where kScoreMod
+//              measured 0.86-0.88 on the H100, docs/tuning/forward_sm90_options.md session 11)
 #pragma once
 
 #include "cuda/params.h"
 
 namespace flashcore::cuda {
 
-enum class KernelVariant { kPlain, kWindow, kScoreMod };
+enum class KernelVariant { kPlain, kWindow, kScoreMod, kAlibi };
 
 constexpr bool has_window(KernelVariant v) { return v != KernelVariant::kPlain; }
-constexpr bool has_score_mod(KernelVariant v) { return v == KernelVariant::kScoreMod; }
+// Scores in score units and the ALiBi slope (score_mod.h).
+constexpr bool has_score_mod(KernelVariant v) { return v == KernelVariant::kScoreMod || v == KernelVariant::kAlibi; }
+// Softcap's code (kAlibi has none).
+constexpr bool has_softcap(KernelVariant v) { return v == KernelVariant::kScoreMod; }
 
 // The variant a call needs.
 inline KernelVariant kernel_variant(const ProblemParams& p) {

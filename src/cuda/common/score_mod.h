@@ -75,15 +75,20 @@ struct ScoreMod {
     }
   };
 
+  // The bias alone (a slope of 0 adds 0): for kernels that know ALiBi is on and softcap off.
+  template <class TensorAcc, class TensorCoord>
+  __forceinline__ __device__ static void bias(int diagonal, float slope, TensorAcc& acc, TensorCoord const& coords,
+                                              int row0, int col0) {
+    const Distance distance(diagonal, coords, row0, col0);
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size(acc); ++i) acc(i) = fmaf(-slope, distance.abs_at(coords, i), acc(i));
+  }
+
   template <class TensorAcc, class TensorCoord>
   __forceinline__ __device__ static void apply(const ProblemParams& params, int diagonal, float slope, TensorAcc& acc,
                                                TensorCoord const& coords, int row0, int col0) {
     cap(params, acc);
-    if (slope != 0.0f) {
-      const Distance distance(diagonal, coords, row0, col0);
-      CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) = fmaf(-slope, distance.abs_at(coords, i), acc(i));
-    }
+    if (slope != 0.0f) bias(diagonal, slope, acc, coords, row0, col0);
   }
 };
 

@@ -62,16 +62,16 @@ FAMILIES = {
         "options": [],
         "pass_options": {"fwd": ["varlen"]},
         # The forward's option kernels (sm90/fwd_score_options.h): window, softcap, ALiBi and
-        # dropout as runtime data, 3 kernels a file (causal zig-zag, causal one tile per CTA,
-        # non-causal persistent). d64 and d128 only (4 files: CI time); d <= 128 runs on them padded.
-        # Not varlen: dropout's stream needs each sequence's causal row offset rounded to 16 rows
-        # (launch_fwd does it for dense calls; FwdSequence does not yet), so varlen with any option
-        # runs on sm80 for now.
+        # dropout as runtime data, and varlen (fwd_sequence.h: each sequence's causal row offset
+        # rounded to 16 rows with dropout, as dense calls' are). Per file: the window kernel and the
+        # softcap/ALiBi kernel, each causal zig-zag, causal one tile per CTA and non-causal, and at
+        # d128 the ALiBi-only kernel, causal zig-zag and non-causal (8 kernels). d64 and d128 only
+        # (4 files: CI time); d <= 128 runs on them padded.
         # The backward's dropout kernels (sm90/bwd_dropout.h): d128 only (2 files; d <= 128 runs on
         # them padded, the other options on sm80).
         "variants": {
             "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
-                                "options": ["window", "softcap", "alibi", "dropout"]}},
+                                "options": ["window", "softcap", "alibi", "dropout", "varlen"]}},
             "bwd": {"dropout": {"launcher": "run_bwd_dropout", "head_dims": [128], "options": ["dropout"]}},
         },
     },

@@ -199,10 +199,11 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       (p.seqlen_q + kBlockM - 1) / kBlockM,
       // Dropout's stream counts rows in 16-row groups from the first query, and a warp's slab must
       // start on one (common/dropout.h): with dropout the offset is rounded down to a multiple of 16.
-      // Varlen: per sequence (fwd_sequence.h; the option kernels, dropout's, serve no varlen).
+      // Varlen: per sequence (fwd_sequence.h), with the same mask.
       Traits::kIsCausal && !varlen
           ? ((p.seqlen_q + kBlockM - 1) / kBlockM * kBlockM - p.seqlen_q) & (p.has_dropout ? ~15 : ~0)
           : 0,
+      p.has_dropout ? ~15 : ~0,
       p.softmax_scale,
       p.scale_log2,
       tma.o_via_smem,
@@ -312,9 +313,10 @@ using FwdTraitsFor =
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
 // kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
-// table's tile and the main scheduling only (non-causal softcap/ALiBi: one tile per CTA), so each
-// (dtype, head dim) adds six kernels. Causal with a left window bound: the tiles cost about the
-// same (the window's blocks), so the persistent zig-zag grid at any length.
+// tables' tiles (fwd_tile_size_window, fwd_tile_size_options) and the main scheduling only
+// (non-causal softcap/ALiBi: one tile per CTA), so each (dtype, head dim) adds six kernels (d128:
+// eight with run_fwd_alibi's). Causal with a left window bound: the tiles cost about the same (the
+// window's blocks), so the persistent zig-zag grid at any length.
 template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
   constexpr bool kPlain = kVariant == KernelVariant::kPlain;
@@ -331,7 +333,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
     }
   }
   constexpr bool kScoreMod = has_score_mod(kVariant);
-  constexpr FwdTileKind kKind = kPlain ? FwdTileKind::kMain : FwdTileKind::kOptions;
+  constexpr FwdTileKind kKind = kPlain                                ? FwdTileKind::kMain
+                                : kVariant == KernelVariant::kWindow ? FwdTileKind::kWindow
+                                                                     : FwdTileKind::kOptions;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
@@ -364,8 +368,37 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
 }
+// ALiBi without softcap at d128: the ALiBi kernel (kAlibi: no softcap code, no per-tile slope
+// branch), causal on the zig-zag grid (<= 64 m_blocks, windowed or varlen calls), non-causal one
+// tile per CTA as the softcap/ALiBi kernel; 2 kernels a (dtype). Causal calls on the one-tile grid
+// keep the softcap/ALiBi kernel. Measures how much of the score-option kernel's cost over the
+// window kernel is its carrying every option's code (docs/tuning/forward_sm90_options.md, s11).
+template <typename Element, int kHeadDim>
+Status run_fwd_alibi(const FwdParams& params, cudaStream_t stream, bool* ran) {
+  *ran = false;
+  if constexpr (kHeadDim > 96 && kHeadDim <= 128) {
+    if (params.alibi_slopes == nullptr || params.softcap > 0.0f) return Status::Ok();
+    if (!params.causal) {
+      *ran = true;
+      using Traits = FwdTraitsFor<Element, kHeadDim, false, FwdTileKind::kOptions>;
+      return launch_fwd<Traits, false, FwdTileScheduler<false, false>, KernelVariant::kAlibi>(params, stream);
+    }
+    using Traits = FwdTraitsFor<Element, kHeadDim, true, FwdTileKind::kOptions>;
+    constexpr int kZigZagMaxMBlocks = fwd_tile_size(FwdTileKind::kOptions, kHeadDim, true).zigzag_max_m_blocks;
+    const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+    if (params.cu_seqlens_q != nullptr || num_m_blocks <= kZigZagMaxMBlocks || params.window_left >= 0) {
+      *ran = true;
+      return launch_fwd<Traits, true, FwdZigZagScheduler, KernelVariant::kAlibi>(params, stream);
+    }
+  }
+  return Status::Ok();
+}
+
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
+  bool ran = false;
+  const Status alibi = run_fwd_alibi<Element, kHeadDim>(params, stream, &ran);
+  if (ran) return alibi;
   // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
   // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
   const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;

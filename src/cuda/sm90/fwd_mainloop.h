@@ -216,12 +216,13 @@ struct FwdMainloop {
     // P in the register-A layout of the P V product, sharing S's element order.
     Tensor tOrP = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_M, N/16)
 
-    const Score score(params, FwdSequence<Traits>(params, tile.batch), args, tile.head, tile.batch);
+    const FwdSequence<Traits> seq(params, tile.batch);
+    const Score score(params, seq, args, tile.head, tile.batch);
     const AttentionMask& mask = score.mask;
     const auto trips = score.trip_counts(tile.m_block);
     const int n_begin = trips.n_begin, n_end = trips.n_end;
     const int row0 = tile.m_block * kBlockM;  // in the mask's (row_offset-shifted) frame
-    [[maybe_unused]] const int query0 = row0 - params.row_offset;  // in the tensor's frame (dropout)
+    [[maybe_unused]] const int query0 = row0 - seq.row_offset;  // in the sequence's frame (dropout)
     Softmax softmax;
     float correction[kRows];
     const int wg = thread_idx / 128;
@@ -284,13 +285,17 @@ struct FwdMainloop {
       // Masked blocks right of the first row's window edge (the diagonal, seqlen_k), unmasked ones,
       // and with a window, masked ones at the last row's left edge too. Two call sites of step()
       // either way: a third stops ptxas inlining it, and wgmma across a call serialises (C7517).
+      // With a window the masked and unmasked runs alternate (right edge, middle, left edge) in an
+      // outer loop, each run a tight loop of one call site as in the plain kernel.
       n = n_end - 2;
       if constexpr (Score::kWindow) {
-        for (; n >= n_begin; --n) {
+        while (n >= n_begin) {
           if (trips.needs_mask(n)) {
-            step(n, cute::true_type{});
+            const int last = n >= trips.n_unmasked ? max(trips.n_unmasked, n_begin) : n_begin;
+            for (; n >= last; --n) step(n, cute::true_type{});
           } else {
-            step(n, cute::false_type{});
+            const int last = max(trips.n_unmasked_begin, n_begin);
+            for (; n >= last; --n) step(n, cute::false_type{});
           }
         }
       } else {

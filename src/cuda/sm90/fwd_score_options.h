@@ -2,7 +2,9 @@
 // tile's mask, trip counts and scores are. The plain kernels (kPlain) get the causal/seqlen mask
 // and raw scores with the softmax scale, as before, and no kernel argument; the window kernels
 // (kWindow) get the sliding window, the score-option kernels (kScoreMod) the window, softcap and
-// ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks):
+// ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks); the
+// ALiBi kernel (kAlibi, d128: causal on the zig-zag grid, non-causal) the window and ALiBi with no
+// softcap code and no per-tile slope branch (run_fwd_alibi):
 //   window   mask.h's trip counts (key blocks wholly outside the window are never loaded) and the
 //            masked tiles' compares: the blocks at the window's left edge take the mask too;
 //   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch
@@ -40,6 +42,11 @@ struct FwdOptionArgs<KernelVariant::kWindow> {
 };
 template <>
 struct FwdOptionArgs<KernelVariant::kScoreMod> {
+  ProblemParams problem;
+  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
+};
+template <>
+struct FwdOptionArgs<KernelVariant::kAlibi> {
   ProblemParams problem;
   static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
 };
@@ -101,13 +108,18 @@ struct FwdScore {
   __forceinline__ __device__ void apply([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
                                         [[maybe_unused]] TensorS& tSrS, [[maybe_unused]] TensorC const& tScS,
                                         [[maybe_unused]] int row0, [[maybe_unused]] int col0) const {
-    if constexpr (kScoreMod) ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
+    if constexpr (has_softcap(kVariant)) {
+      ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
+    } else if constexpr (kScoreMod) {
+      ScoreMod::bias(mask.diagonal(), slope, tSrS, tScS, row0, col0);
+    }
   }
 
   // Dropout on the 16-bit P of one tile (register-A layout, S's element order: pair k = entries
   // (row h, columns 2q, 2q + 1 of 8-column group n) with k = h + 2 n). `query0` is the tile's first
-  // row in the tensor's frame (the dropout stream counts real rows; launch_fwd keeps row_offset a
-  // multiple of 16 for dropout calls so that warps start on 16-row groups), `col0` its first key.
+  // row in its sequence's frame (the dropout stream counts real rows; Params::row_offset_mask keeps
+  // each row_offset a multiple of 16 for dropout calls so that warps start on 16-row groups),
+  // `col0` its first key.
   template <class TensorP, class TensorC>
   __forceinline__ __device__ void drop([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
                                        [[maybe_unused]] TensorP& tOrP, [[maybe_unused]] TensorC const& tScS,

@@ -24,7 +24,8 @@ struct FwdSequence {
   int row_q;       // first row of the sequence in q, out and the LSE (0 dense)
   int row_k;       // ... in k and v
   int tma_batch;   // the batch coordinate of the TMA tensors (0 varlen)
-  int row_offset;  // causal: tile-grid rows above the first query (Traits::Params::row_offset)
+  int row_offset;  // causal: tile-grid rows above the first query (Traits::Params::row_offset),
+                   // a multiple of 16 with dropout (Params::row_offset_mask)
 
   template <class Params>
   __forceinline__ __device__ FwdSequence(Params const& params, int batch) {
@@ -44,7 +45,8 @@ struct FwdSequence {
       seqlen_k = max(seqlen_k, 0);
       tma_batch = 0;
       constexpr int kBlockM = Traits::kBlockM;
-      row_offset = Traits::kIsCausal ? (seqlen_q + kBlockM - 1) / kBlockM * kBlockM - seqlen_q : 0;
+      row_offset =
+          Traits::kIsCausal ? ((seqlen_q + kBlockM - 1) / kBlockM * kBlockM - seqlen_q) & params.row_offset_mask : 0;
     }
   }
 

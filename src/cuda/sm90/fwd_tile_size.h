@@ -48,8 +48,9 @@ struct FwdTileSize {
 };
 
 // Which table: the main one, the one for problems too small to fill the GPU with it, the one for
-// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one.
-enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions };
+// short key ranges (run_fwd_for_shape in fwd_launch_template.h picks), the option kernels' one, the
+// window kernel's one.
+enum class FwdTileKind { kMain, kSmallProblem, kShortKeys, kOptions, kWindow };
 
 // kShortKeys serves seqlen_k up to this.
 constexpr int kShortKeysMax = 4096;
@@ -133,10 +134,22 @@ constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) {
   return fwd_tile_size_main(head_dim, causal);
 }
 
+// The window kernel (kWindow: window and dropout, no score code), d128 causal: the plain causal
+// tile, whose next-Q prefetch and 8-byte O stores shorten each tile's start and epilogue, which a
+// narrow window's short tiles (a 1k window: 9 key blocks) pay every ~14 us. Session 11 measured
+// 64 x 64 tiles with two CTAs a SM for narrow windows instead: L2-bound (ncu: L2 79 %, SM 46 %;
+// K/V read once per 64 query rows), 0.57x the plain kernel at 16k with a 1k window
+// (docs/tuning/forward_sm90_options.md). Elsewhere the option tiles.
+constexpr FwdTileSize fwd_tile_size_window(int head_dim, bool causal) {
+  if (causal && head_dim > 96 && head_dim <= 128) return fwd_tile_size_main(head_dim, true);
+  return fwd_tile_size_options(head_dim, causal);
+}
+
 constexpr FwdTileSize fwd_tile_size(FwdTileKind kind, int head_dim, bool causal) {
   return kind == FwdTileKind::kSmallProblem ? fwd_tile_size_small(head_dim, causal)
          : kind == FwdTileKind::kShortKeys  ? fwd_tile_size_short_keys(head_dim, causal)
          : kind == FwdTileKind::kOptions    ? fwd_tile_size_options(head_dim, causal)
+         : kind == FwdTileKind::kWindow     ? fwd_tile_size_window(head_dim, causal)
                                             : fwd_tile_size_main(head_dim, causal);
 }
 constexpr FwdTileSize fwd_tile_size(int head_dim, bool causal) { return fwd_tile_size_main(head_dim, causal); }

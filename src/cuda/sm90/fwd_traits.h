@@ -199,6 +199,10 @@ struct FwdTraits {
     // row_offset = num_m_blocks * kBlockM - seqlen_q), so the ragged tile is the shortest, top
     // one instead of the longest; 0 when not causal.
     int row_offset;
+    // Applied to every row_offset (dense above, varlen per sequence in fwd_sequence.h): ~15 with
+    // dropout, whose stream counts rows in 16-row groups from a sequence's first query and needs
+    // each warp's slab to start on one (common/dropout.h), else ~0.
+    int row_offset_mask;
     float softmax_scale;
     float scale_log2;
     // kStoreOViaSmem kernels: O is 16-byte addressable (base, strides, head_dim) and dense in its
