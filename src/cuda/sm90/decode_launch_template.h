@@ -4,11 +4,11 @@
 // cluster (16); no split workspace.
 //
 // Which problems it keeps for the cluster kernel (kernels=auto; FLASHCORE_DECODE_CLUSTER=on takes
-// every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured slower
-// on it, v9) with a merge to save, i.e. more than one split, at most 16, head_dim above half the
-// kernel's (d <= 64 has its own sm80 kernel), and a grid whose clusters are all resident at once
-// (a cluster lives in one GPC: cudaOccupancyMaxActiveClusters). The rest go to
-// DecodeParams::fallback, the sm80 row, unchanged. docs/kvcache.md, v9.
+// every problem, =off none, for tests and A/B runs): contiguous and paged caches with a merge to
+// save, i.e. more than one split, at most 16, head_dim above half the kernel's (d <= 64 has its own
+// sm80 kernel), and a grid whose clusters are all resident at once (a cluster lives in one GPC:
+// cudaOccupancyMaxActiveClusters). The rest go to DecodeParams::fallback, the sm80 row, unchanged.
+// docs/kvcache.md, v9 and v10.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +29,14 @@
 namespace flashcore::cuda::sm90 {
 
 enum class ClusterDecode { kAuto, kOn, kOff };
+
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+// An A/B variant's CTA: run_decode's schedule for the layout, kWarps warps, kStages stages.
+template <typename Element, int kHeadDim, bool kPaged, int kWarps, int kStages>
+using DecodeTraitsAB = sm80::DecodeMmaTraits<Element, kHeadDim, kStages, kPaged, 1,
+                                             kPaged ? sm80::kScheduleContiguous : sm80::kScheduleStrided, 16, false,
+                                             false, true, kWarps>;
+#endif
 
 // FLASHCORE_DECODE_CLUSTER (read once): "on" / "off" / anything else = auto. Builds with
 // FLASHCORE_DECODE_AB_VARIANTS also read FLASHCORE_DECODE_AB at every call ("sm80": off, "cluster":
@@ -73,9 +81,7 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   constexpr int kSmem = Traits::kSmemBytes;
   const bool auto_mode = mode == ClusterDecode::kAuto && params.fallback != nullptr;
   if (mode == ClusterDecode::kOff && params.fallback != nullptr) return params.fallback(params, stream);
-  // Paged caches stay on sm80 (v9: batch 8 page 16, 100.9 us on the cluster kernel against 99.3).
-  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits ||
-                    params.block_table != nullptr)) {
+  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits)) {
     return params.fallback(params, stream);
   }
   const auto kernel = &decode_cluster_kernel<Traits>;
@@ -112,26 +118,41 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   return cuda_status(cudaLaunchKernelEx(&config, kernel, p), "flashcore::forward_kvcache: launching the cluster decode kernel");
 }
 
-// Contiguous caches: strided splits (sm80's choice since v8); paged: contiguous runs of tiles with
-// the page offsets found one lane a key (v6, v8). 3 stages, 8 warps: 200 KB at d128, one CTA a SM.
+// Contiguous caches: strided splits (sm80's choice since v8), 8 warps at 3 stages (200 KB at d128).
+// Paged caches: contiguous runs of tiles with the page offsets found one lane a key (v6, v8), 12 warps
+// at 2 stages (196 KB): the warps and bytes in flight a SM of sm80's paged default (three 4-warp
+// 2-stage CTAs), which hide the block-table reads better than 8 warps at 3 stages (v9: no faster
+// than sm80 at batch 8; v10). Both one CTA a SM.
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
-  constexpr int kWarps = 8;
   constexpr bool kLightCount = true;  // unused: no global merge
   using Contiguous = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
-                                           kLightCount, kWarps>;
-  using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
-                                      kLightCount, kWarps>;
+                                           kLightCount, 8>;
+  using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 2, true, 1, sm80::kScheduleContiguous, 16, false, false,
+                                      kLightCount, 12>;
   ClusterDecode mode = cluster_decode_mode();
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
-  // v9's A/B: the cluster kernel with sm80's CTA (4 warps, 64-key tiles, 3 stages, 2 CTAs a SM).
-  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr && std::strcmp(ab, "cluster4w") == 0) {
-    using Contiguous4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
-                                              kLightCount, 4>;
-    using Paged4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
-                                         kLightCount, 4>;
-    if (params.block_table != nullptr) return launch_cluster_decode<Paged4>(params, stream, ClusterDecode::kOn);
-    return launch_cluster_decode<Contiguous4>(params, stream, ClusterDecode::kOn);
+  // A/B variants of the CTA, every call on the cluster kernel: "cluster4w" (v9) sm80's CTA (4 warps,
+  // 3 stages, 2 a SM); "cluster6w" (v10) 6 warps at 2 stages (100 KB, 2 a SM: 14 resident clusters
+  // of 16, batch 1's 8 fit); "cluster12w" (v10) the paged default's 12 warps at 2 stages for
+  // contiguous caches too; "cluster8w" (v10) v9's 8 warps at 3 stages for paged caches too.
+  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr) {
+    const bool paged = params.block_table != nullptr;
+    if (std::strcmp(ab, "cluster4w") == 0) {
+      if (paged) return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 4, 3>>(params, stream, ClusterDecode::kOn);
+      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 4, 3>>(params, stream, ClusterDecode::kOn);
+    }
+    if (std::strcmp(ab, "cluster6w") == 0) {
+      if (paged) return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 6, 2>>(params, stream, ClusterDecode::kOn);
+      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 6, 2>>(params, stream, ClusterDecode::kOn);
+    }
+    if (std::strcmp(ab, "cluster12w") == 0 && !paged) {
+      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 12, 2>>(params, stream, ClusterDecode::kOn);
+    }
+    if (std::strcmp(ab, "cluster8w") == 0 && paged) {
+      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 8, 3>>(params, stream, ClusterDecode::kOn);
+    }
+    if (std::strcmp(ab, "cluster12w") == 0 || std::strcmp(ab, "cluster8w") == 0) mode = ClusterDecode::kOn;
   }
 #endif
   if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream, mode);
