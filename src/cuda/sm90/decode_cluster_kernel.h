@@ -5,9 +5,9 @@
 // merge after the slowest split of the whole grid: each cluster finishes on its own.
 //
 // Grid: (num_splits, heads_kv x row blocks, batch), clusters of (num_splits, 1, 1): the cluster's
-// rank is the split. One CTA a SM (contiguous: 8 warps x 3 stages, 200 KB at d128; paged: 12 warps x
-// 2 stages, 196 KB): the warps and bytes in flight a SM of the sm80 kernel's 4-warp CTAs, with fewer
-// CTAs to merge (decode_launch_template.h).
+// rank is the split. One CTA a SM (8 warps x 3 stages: 200 KB at d128): the same warps and bytes in
+// flight a SM as the sm80 kernel's two 4-warp CTAs, with half the CTAs to merge, so that 16 splits
+// (the largest cluster) fill the 132 SMs at batch 1 (GQA 32:8: 8 kv heads x 16 = 128 CTAs).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,8 +20,9 @@
 namespace flashcore::cuda::sm90 {
 
 // CTAs a SM the shared memory allows (228 KB a SM on sm90, 1 KB of it reserved a CTA), asked of ptxas
-// so the registers do not lower it: 8 warps at 3 stages (200 KB) and 12 warps at 2 (196 KB) 1, 4 warps
-// at 3 stages and 6 at 2 (100 KB) 2 (<= 170 registers for 384 threads).
+// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; the A/B CTAs (v10):
+// 12 warps at 2 stages (196 KB) 1, 4 warps at 3 stages and 6 at 2 (100 KB) 2 (<= 170 registers for
+// 384 threads).
 template <class Traits>
 constexpr int cluster_decode_ctas_per_sm() {
   constexpr int kSmemPerSm = 228 * 1024;

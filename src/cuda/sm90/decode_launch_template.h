@@ -4,9 +4,10 @@
 // cluster (16); no split workspace.
 //
 // Which problems it keeps for the cluster kernel (kernels=auto; FLASHCORE_DECODE_CLUSTER=on takes
-// every problem, =off none, for tests and A/B runs): contiguous and paged caches with a merge to
-// save, i.e. more than one split, at most 16, head_dim above half the kernel's (d <= 64 has its own
-// sm80 kernel), and a grid whose clusters are all resident at once (a cluster lives in one GPC:
+// every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured no faster
+// on it with 8 warps at 3 stages, v9, or 12 at 2, v10) with a merge to save, i.e. more than one
+// split, at most 16, head_dim above half the kernel's (d <= 64 has its own sm80 kernel), and a grid
+// whose clusters are all resident at once (a cluster lives in one GPC:
 // cudaOccupancyMaxActiveClusters). The rest go to DecodeParams::fallback, the sm80 row, unchanged.
 // docs/kvcache.md, v9 and v10.
 #pragma once
@@ -81,7 +82,10 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   constexpr int kSmem = Traits::kSmemBytes;
   const bool auto_mode = mode == ClusterDecode::kAuto && params.fallback != nullptr;
   if (mode == ClusterDecode::kOff && params.fallback != nullptr) return params.fallback(params, stream);
-  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits)) {
+  // Paged caches stay on sm80 (batch 8 page 16 on the cluster kernel: v9 100.9 us against 99.3, v10's
+  // 12-warp CTA 99.1 against 98.9; batch 1 page 16, 9 splits of 12 warps, 21.1 against 20.4).
+  if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits ||
+                    params.block_table != nullptr)) {
     return params.fallback(params, stream);
   }
   const auto kernel = &decode_cluster_kernel<Traits>;
@@ -118,41 +122,34 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   return cuda_status(cudaLaunchKernelEx(&config, kernel, p), "flashcore::forward_kvcache: launching the cluster decode kernel");
 }
 
-// Contiguous caches: strided splits (sm80's choice since v8), 8 warps at 3 stages (200 KB at d128).
-// Paged caches: contiguous runs of tiles with the page offsets found one lane a key (v6, v8), 12 warps
-// at 2 stages (196 KB): the warps and bytes in flight a SM of sm80's paged default (three 4-warp
-// 2-stage CTAs), which hide the block-table reads better than 8 warps at 3 stages (v9: no faster
-// than sm80 at batch 8; v10). Both one CTA a SM.
+// Contiguous caches: strided splits (sm80's choice since v8); paged: contiguous runs of tiles with
+// the page offsets found one lane a key (v6, v8). 3 stages, 8 warps: 200 KB at d128, one CTA a SM.
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
+  constexpr int kWarps = 8;
   constexpr bool kLightCount = true;  // unused: no global merge
   using Contiguous = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
-                                           kLightCount, 8>;
-  using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 2, true, 1, sm80::kScheduleContiguous, 16, false, false,
-                                      kLightCount, 12>;
+                                           kLightCount, kWarps>;
+  using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
+                                      kLightCount, kWarps>;
   ClusterDecode mode = cluster_decode_mode();
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
-  // A/B variants of the CTA, every call on the cluster kernel: "cluster4w" (v9) sm80's CTA (4 warps,
-  // 3 stages, 2 a SM); "cluster6w" (v10) 6 warps at 2 stages (100 KB, 2 a SM: 14 resident clusters
-  // of 16, batch 1's 8 fit); "cluster12w" (v10) the paged default's 12 warps at 2 stages for
-  // contiguous caches too; "cluster8w" (v10) v9's 8 warps at 3 stages for paged caches too.
+  // A/B variants of the CTA, every call on the cluster kernel (docs/kvcache.md): "cluster4w" (v9)
+  // sm80's CTA, 4 warps at 3 stages (100 KB, 2 a SM); "cluster6w" (v10) 6 warps at 2 stages (100 KB,
+  // 2 a SM: batch 1's 8 clusters of 16 resident); "cluster12w" (v10) 12 warps at 2 stages (196 KB,
+  // 1 a SM: the warps and bytes in flight of sm80's paged default).
   if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr) {
     const bool paged = params.block_table != nullptr;
+    const auto run = [&](auto traits) { return launch_cluster_decode<decltype(traits)>(params, stream, ClusterDecode::kOn); };
     if (std::strcmp(ab, "cluster4w") == 0) {
-      if (paged) return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 4, 3>>(params, stream, ClusterDecode::kOn);
-      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 4, 3>>(params, stream, ClusterDecode::kOn);
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 4, 3>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 4, 3>{});
     }
     if (std::strcmp(ab, "cluster6w") == 0) {
-      if (paged) return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 6, 2>>(params, stream, ClusterDecode::kOn);
-      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 6, 2>>(params, stream, ClusterDecode::kOn);
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 6, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 6, 2>{});
     }
-    if (std::strcmp(ab, "cluster12w") == 0 && !paged) {
-      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, false, 12, 2>>(params, stream, ClusterDecode::kOn);
+    if (std::strcmp(ab, "cluster12w") == 0) {
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 12, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 12, 2>{});
     }
-    if (std::strcmp(ab, "cluster8w") == 0 && paged) {
-      return launch_cluster_decode<DecodeTraitsAB<Element, kHeadDim, true, 8, 3>>(params, stream, ClusterDecode::kOn);
-    }
-    if (std::strcmp(ab, "cluster12w") == 0 || std::strcmp(ab, "cluster8w") == 0) mode = ClusterDecode::kOn;
   }
 #endif
   if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream, mode);
