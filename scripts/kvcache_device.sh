@@ -6,7 +6,9 @@
 # (bench/kvcache_decode.py) with its A/B variants. Runs on binaries built
 # beforehand (BIN, default build/devkv: a trimmed build, FLASHCORE_PASSES=decode, with the test
 # binary and libflashcore_c.so copied flat into it), so the GPU's time goes to running, not
-# compiling. SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
+# compiling. AB_TESTS="v1 v2" runs the cluster tests once more under each FLASHCORE_DECODE_AB variant
+# of an A/B build (step ab_<v>), AB_SANITIZE="v1" memcheck and racecheck too (memcheck_ab_<v>,
+# racecheck_ab_<v>). SKIP="pytest fma_bench ..." leaves steps out; BENCH_ARGS (default --append) goes to the
 # main benchmark; TEST_TIMEOUT / SANITIZER_TIMEOUT (s) cap each test / sanitizer step. Logs and JSON go to $OUT (the device
 # tool returns at most 8 files: skip steps or pack them). PARALLEL=1 runs the correctness steps (GPU
 # tests, memcheck, racecheck) at the same time, before the benchmarks run alone: they check, not
@@ -75,9 +77,17 @@ if [[ "${PARALLEL:-0}" == 1 ]]; then
   wanted racecheck && (log="$out/steps_racecheck.txt" && racecheck) &
   wanted memcheck_cluster && (log="$out/steps_memcheck_cluster.txt" && memcheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
   wanted racecheck_cluster && (log="$out/steps_racecheck_cluster.txt" && racecheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter") &
+  for v in ${AB_TESTS:-}; do
+    wanted "ab_$v" && (log="$out/steps_ab_$v.txt" && gtest "ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_tests") &
+  done
+  for v in ${AB_SANITIZE:-}; do
+    wanted "memcheck_ab_$v" && (log="$out/steps_memcheck_ab_$v.txt" && memcheck "_ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_filter") &
+    wanted "racecheck_ab_$v" && (log="$out/steps_racecheck_ab_$v.txt" && racecheck "_ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_filter") &
+  done
   wait
-  for f in mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster; do [[ -f "$out/steps_$f.txt" ]] && cat "$out/steps_$f.txt" >>"$log" && rm "$out/steps_$f.txt"; done
+  for f in "$out"/steps_?*.txt; do [[ -f "$f" ]] && cat "$f" >>"$log" && rm "$f"; done
   skip="$skip mma cluster cluster_nan memcheck racecheck memcheck_cluster racecheck_cluster "
+  for v in ${AB_TESTS:-} ${AB_SANITIZE:-}; do skip="$skip ab_$v memcheck_ab_$v racecheck_ab_$v "; done
 fi
 wanted mma && gtest mma "" "$mma_filter"
 wanted cluster && gtest cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_tests"
@@ -90,6 +100,11 @@ wanted memcheck && memcheck
 wanted racecheck && racecheck
 wanted memcheck_cluster && memcheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter"
 wanted racecheck_cluster && racecheck _cluster FLASHCORE_DECODE_CLUSTER=on "$cluster_filter"
+for v in ${AB_TESTS:-}; do wanted "ab_$v" && gtest "ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_tests"; done
+for v in ${AB_SANITIZE:-}; do
+  wanted "memcheck_ab_$v" && memcheck "_ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_filter"
+  wanted "racecheck_ab_$v" && racecheck "_ab_$v" "FLASHCORE_DECODE_AB=$v" "$cluster_filter"
+done
 if wanted pytest; then
   step "python tests on cuda"
   PYTHONPATH=python timeout 90 python3 -m pytest -q -p no:cacheprovider python/tests/test_kvcache.py -k cuda \

@@ -19,8 +19,19 @@
 
 namespace flashcore::cuda::sm90 {
 
+// CTAs a SM the shared memory allows (228 KB a SM on sm90, 1 KB of it reserved a CTA), asked of ptxas
+// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; the A/B CTAs (v10):
+// 12 warps at 2 stages (196 KB) 1, 4 warps at 3 stages and 6 at 2 (100 KB) 2 (<= 170 registers for
+// 384 threads).
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
+constexpr int cluster_decode_ctas_per_sm() {
+  constexpr int kSmemPerSm = 228 * 1024;
+  constexpr int kFit = kSmemPerSm / (Traits::kSmemBytes + 1024);
+  return kFit < 1 ? 1 : kFit > 3 ? 3 : kFit;
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, cluster_decode_ctas_per_sm<Traits>())
     decode_cluster_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const sm80::DecodeCta cta = sm80::decode_cta<Traits::kRows>(p);

@@ -4,11 +4,12 @@
 // cluster (16); no split workspace.
 //
 // Which problems it keeps for the cluster kernel (kernels=auto; FLASHCORE_DECODE_CLUSTER=on takes
-// every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured slower
-// on it, v9) with a merge to save, i.e. more than one split, at most 16, head_dim above half the
-// kernel's (d <= 64 has its own sm80 kernel), and a grid whose clusters are all resident at once
-// (a cluster lives in one GPC: cudaOccupancyMaxActiveClusters). The rest go to
-// DecodeParams::fallback, the sm80 row, unchanged. docs/kvcache.md, v9.
+// every problem, =off none, for tests and A/B runs): contiguous caches (paged ones measured no faster
+// on it with 8 warps at 3 stages, v9, or 12 at 2, v10) with a merge to save, i.e. more than one
+// split, at most 16, head_dim above half the kernel's (d <= 64 has its own sm80 kernel), and a grid
+// whose clusters are all resident at once (a cluster lives in one GPC:
+// cudaOccupancyMaxActiveClusters). The rest go to DecodeParams::fallback, the sm80 row, unchanged.
+// docs/kvcache.md, v9 and v10.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +30,14 @@
 namespace flashcore::cuda::sm90 {
 
 enum class ClusterDecode { kAuto, kOn, kOff };
+
+#if defined(FLASHCORE_DECODE_AB_VARIANTS)
+// An A/B variant's CTA: run_decode's schedule for the layout, kWarps warps, kStages stages.
+template <typename Element, int kHeadDim, bool kPaged, int kWarps, int kStages>
+using DecodeTraitsAB = sm80::DecodeMmaTraits<Element, kHeadDim, kStages, kPaged, 1,
+                                             kPaged ? sm80::kScheduleContiguous : sm80::kScheduleStrided, 16, false,
+                                             false, true, kWarps>;
+#endif
 
 // FLASHCORE_DECODE_CLUSTER (read once): "on" / "off" / anything else = auto. Builds with
 // FLASHCORE_DECODE_AB_VARIANTS also read FLASHCORE_DECODE_AB at every call ("sm80": off, "cluster":
@@ -73,7 +82,8 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   constexpr int kSmem = Traits::kSmemBytes;
   const bool auto_mode = mode == ClusterDecode::kAuto && params.fallback != nullptr;
   if (mode == ClusterDecode::kOff && params.fallback != nullptr) return params.fallback(params, stream);
-  // Paged caches stay on sm80 (v9: batch 8 page 16, 100.9 us on the cluster kernel against 99.3).
+  // Paged caches stay on sm80 (batch 8 page 16 on the cluster kernel: v9 100.9 us against 99.3, v10's
+  // 12-warp CTA 99.1 against 98.9; batch 1 page 16, 9 splits of 12 warps, 21.1 against 20.4).
   if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits ||
                     params.block_table != nullptr)) {
     return params.fallback(params, stream);
@@ -124,14 +134,22 @@ Status run_decode(const DecodeParams& params, cudaStream_t stream) {
                                       kLightCount, kWarps>;
   ClusterDecode mode = cluster_decode_mode();
 #if defined(FLASHCORE_DECODE_AB_VARIANTS)
-  // v9's A/B: the cluster kernel with sm80's CTA (4 warps, 64-key tiles, 3 stages, 2 CTAs a SM).
-  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr && std::strcmp(ab, "cluster4w") == 0) {
-    using Contiguous4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
-                                              kLightCount, 4>;
-    using Paged4 = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
-                                         kLightCount, 4>;
-    if (params.block_table != nullptr) return launch_cluster_decode<Paged4>(params, stream, ClusterDecode::kOn);
-    return launch_cluster_decode<Contiguous4>(params, stream, ClusterDecode::kOn);
+  // A/B variants of the CTA, every call on the cluster kernel (docs/kvcache.md): "cluster4w" (v9)
+  // sm80's CTA, 4 warps at 3 stages (100 KB, 2 a SM); "cluster6w" (v10) 6 warps at 2 stages (100 KB,
+  // 2 a SM: batch 1's 8 clusters of 16 resident); "cluster12w" (v10) 12 warps at 2 stages (196 KB,
+  // 1 a SM: the warps and bytes in flight of sm80's paged default).
+  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr) {
+    const bool paged = params.block_table != nullptr;
+    const auto run = [&](auto traits) { return launch_cluster_decode<decltype(traits)>(params, stream, ClusterDecode::kOn); };
+    if (std::strcmp(ab, "cluster4w") == 0) {
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 4, 3>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 4, 3>{});
+    }
+    if (std::strcmp(ab, "cluster6w") == 0) {
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 6, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 6, 2>{});
+    }
+    if (std::strcmp(ab, "cluster12w") == 0) {
+      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 12, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 12, 2>{});
+    }
   }
 #endif
   if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream, mode);
