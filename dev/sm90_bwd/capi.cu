@@ -96,9 +96,9 @@ static fc::BwdParams make_params(int batch, int heads_q, int heads_kv, int seqle
   return p;
 }
 
-// The head dim whose workspace plan a dev variant needs: variants 7-9 are d256 kernels, the rest
+// The head dim whose workspace plan a dev variant needs: variants 12-14 are d256 kernels, the rest
 // d64 or d128 ones (a d128 plan covers both: a d64 kernel uses the first half of each row).
-extern "C" int fc_sm90_bwd_variant_dim(int variant) { return variant >= 7 && variant <= 9 ? 256 : 128; }
+extern "C" int fc_sm90_bwd_variant_dim(int variant) { return variant >= 12 && variant <= 14 ? 256 : 128; }
 
 extern "C" int64_t fc_sm90_bwd_workspace_size(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                                               int head_dim, int kernel_dim, int deterministic, int sm_count) {

@@ -21,6 +21,7 @@
 #include "cuda/sm90/bwd_swapkv_cluster_reduce.h"
 #include "cuda/sm90/bwd_swapkv_epilogue.h"
 #include "cuda/sm90/bwd_swapkv_mainloop.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/pipeline.h"
 
 namespace flashcore::cuda::sm90 {
@@ -39,8 +40,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if constexpr (kRounds) {
     if (int(blockIdx.x) + params.key_block_round * int(gridDim.x) >= params.n_blocks) return;  // the last round's tail
   }
-  // The key block of iteration `it` (bwd_mainloop.h), shifted by the round.
+  // The key block of iteration `it` (bwd_mainloop.h), shifted by the round; in the default mode's
+  // causal grid, longest sweeps first over L2 sections (bwd_tile_order.h).
   auto block = [&params](int it) {
+    if constexpr (kSingleBlock && !kRounds) {
+      if (params.l2_section > 0) {
+        const BwdTileCoord c = bwd_tile_in_l2_sections(params.l2_section, params.kv_splits);
+        return Mainloop::block_at(params, it, c.n_block, c.y, c.batch);
+      }
+    }
     BwdBlock b = Mainloop::block_of(params, it);
     if constexpr (kRounds) {
       b.n_block += params.key_block_round * int(gridDim.x);
