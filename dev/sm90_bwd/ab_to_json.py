@@ -2,7 +2,7 @@
 kernels, pass, dtype, head_dim, causal, batch, heads, heads_kv, seqlen_q, seqlen_k, ms, tflops,
 reason}). impl names: flashcore / flashcore_det (this branch; kernels "sm90" or "sm90_splitS" when
 the kv split was forced), flashcore_base / flashcore_base_det (the base library of the run),
-flashcore_variantN (section main: dev variant N of this branch's harness), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
+flashcore_variantN (sections main and d256: dev variant N of this branch's harness), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
 import json
 import sys
 
@@ -16,17 +16,20 @@ def main():
         if r["section"] == "prof":
             continue
         base = "base" in r["lib"]
-        shape = dict(dtype="bf16", head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
+        dtype = {"float16": "fp16"}.get(r.get("dtype", "bfloat16"), "bf16")  # section d256 has fp16 rows too
+        shape = dict(dtype=dtype, head_dim=r["d"], causal=r["causal"], batch=r["b"], heads=r["hq"],
                      heads_kv=r["hkv"], seqlen_q=r["s"], seqlen_k=r["s"])
         flops = 2.5 * 4 * r["b"] * r["hq"] * r["s"] * r["s"] * r["d"] / (2 if r["causal"] else 1)
         impl = "flashcore" + ("_base" if base else "") + ("_det" if r.get("det") else "")
         if r.get("impl", "flashcore") != "flashcore":  # section main: a dev variant (variants.cu)
             impl += "_" + r["impl"]
+        if r["section"] == "l2":  # the causal order's L2 section forced (0: the rule)
+            impl += f"_l2section{r['l2_section']}"
         splits = r.get("splits", 0)
         kernels = "sm90" if not splits else f"sm90_split{splits}"
         rows.append(dict(impl=impl, kernels=kernels, pass_="bwd", **shape, ms=flops / r["tflops"] / 1e9,
                          tflops=r["tflops"], reason=f"{r['section']} A/B, lib {r['lib']}"))
-        key = (r["lib"], r["section"], r["d"], r["b"], r["hq"], r["hkv"], r["s"], r["causal"])
+        key = (r["lib"], r["section"], dtype, r["d"], r["b"], r["hq"], r["hkv"], r["s"], r["causal"])
         if key not in seen_cudnn:
             seen_cudnn.add(key)
             rows.append(dict(impl="sdpa_cudnn", kernels="cudnn", pass_="bwd", **shape,

@@ -11,6 +11,9 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
   d256:   (session 11) bf16 d256 at 16k tokens, MHA (h8) and GQA 8:1 (h8, kv 1) at 2k/4k/8k, causal
           and not: the library's kernels and each d256 dev variant of AB_VARIANTS, two alternating
           rounds, the faster kept; AB_FP16=1 adds the same shapes in fp16 (the library only).
+  l2:     (session 11) bf16 d256 causal at 16k tokens (MHA h8, GQA 4:1 and 8:1) with the L2 section of
+          the causal order forced to 1, 2, 4, ... (bwd_tile_order.h; 0 = the rule), at GQA also with 4 CTAs a
+          group (kv split forced), two alternating rounds.
   prof:   PROF_D=256 profiles bf16 d256 MHA h8 at 2k and 4k instead of d128.
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
@@ -190,11 +193,38 @@ def d256_section():
                     torch.cuda.empty_cache()
 
 
+def l2_section():
+    for hkv in (8, 2, 1):
+        for s in (2048, 4096, 8192):
+            b = 16384 // s
+            units = b * hkv
+            p = Problem(b, s, 8, hkv, 256, True)
+            cudnn = p.flops / p.t_cudnn / 1e12
+            sections = [0] + [x for x in (1, 2, 4, 8, 16) if x <= units]
+            # GQA: the kv split's rule (2 here) and 4 CTAs a group, each with every section.
+            configs = [(sec, splits) for splits in ((0, 4) if hkv < 8 else (0,)) for sec in sections]
+            best = {}
+            for _ in range(2):
+                for sec, splits in configs:
+                    fc_sm90_bwd.force_l2_section(sec)
+                    fc_sm90_bwd.force_kv_splits(splits)
+                    t = timeit(p.ours(False))
+                    best[(sec, splits)] = min(best.get((sec, splits), t), t)
+            fc_sm90_bwd.force_l2_section(0)
+            fc_sm90_bwd.force_kv_splits(0)
+            for (sec, splits), t in best.items():
+                emit(section="l2", **p.shape(), units=units, l2_section=sec, splits=splits, ms=t * 1e3,
+                     tflops=p.flops / t / 1e12, cudnn_tflops=cudnn, cudnn_ms=p.t_cudnn * 1e3, ratio=p.t_cudnn / t,
+                     cudnn_via=p.cudnn_via)
+            del p
+            torch.cuda.empty_cache()
+
+
 def main():
     new_lib = hasattr(fc_sm90_bwd._LIB, "fc_sm90_bwd_force_kv_splits")
     sections = os.environ.get("AB_SECTIONS", "splits,det,prof").split(",")
     for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section),
-                     ("main", main_section), ("d256", d256_section)):
+                     ("main", main_section), ("d256", d256_section), ("l2", l2_section)):
         if name in sections:
             try:
                 fn()

@@ -48,6 +48,7 @@ Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   if constexpr (kSingleBlock && kCausalOrder) {
     params.l2_section = bwd_l2_section_units(Traits::kIsCausal, p.heads_kv * p.batch, p.group_size, p.seqlen_q,
                                              Traits::kHeadDim, int(sizeof(typename Traits::Element)));
+    if (Traits::kIsCausal && p.forced_l2_section > 0) params.l2_section = p.forced_l2_section;
   }
   if constexpr (kSingleBlock && kAllowKvSplit) {
     params.kv_splits = bwd_swapkv_kv_splits(p, params.n_blocks);
