@@ -9,11 +9,12 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
           and not, and d256 MHA at 2k/4k; the library's kernels and each dev variant of AB_VARIANTS
           (comma-separated, d128 ones) timed in two alternating rounds, the faster kept.
   d256:   (session 11) bf16 d256 at 16k tokens, MHA (h8) and GQA 8:1 (h8, kv 1) at 2k/4k/8k, causal
-          and not: the library's kernels and each d256 dev variant of AB_VARIANTS, two alternating
-          rounds, the faster kept; AB_FP16=1 adds the same shapes in fp16 (the library only).
-  l2:     (session 11) bf16 d256 causal at 16k tokens (MHA h8, GQA 4:1 and 8:1) with the L2 section of
-          the causal order forced to 1, 2, 4, ... (bwd_tile_order.h; 0 = the rule), at GQA also with 4 CTAs a
-          group (kv split forced), two alternating rounds.
+          and not (AB_D256_KV=8,2,1 adds GQA 4:1): the library's kernels and each d256 dev variant
+          of AB_VARIANTS, two alternating rounds, the faster kept; AB_FP16=1 adds the same shapes
+          in fp16 (the library only).
+  l2:     (session 11) bf16 d256 causal at 16k tokens (MHA h8, GQA 4:1 and 8:1) with the L2 section
+          of the causal order forced to 1, 2, 4, ... (bwd_tile_order.h; 0 = the rule), at GQA also
+          with 4 CTAs a group (kv split forced), two alternating rounds.
   prof:   PROF_D=256 profiles bf16 d256 MHA h8 at 2k and 4k instead of d128.
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
@@ -171,7 +172,7 @@ def d256_section():
     variants = [v for v in variants if fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v) == 256]
     dtypes = [torch.bfloat16] + ([torch.float16] if os.environ.get("AB_FP16") else [])
     for dtype in dtypes:
-        for hkv in (8, 1):
+        for hkv in [int(x) for x in os.environ.get("AB_D256_KV", "8,1").split(",")]:
             for s in (2048, 4096, 8192):
                 for causal in (False, True):
                     p = Problem(16384 // s, s, 8, hkv, 256, causal, dtype=dtype)

@@ -28,8 +28,18 @@ namespace flashcore::cuda::sm90 {
 // by the largest split that still fits in one wave. A deterministic round is such a grid (at most
 // a wave of CTAs of about equal sweeps; at GQA 8:1 and batch 1 only 16 of 132 SMs work), so it
 // takes the same rule.
+// Causal with groups of 8 or more from 8k queries on, 4 CTAs where bwd_kv_splits says 2: in a causal
+// grid the CTAs of a group drift apart (key block n sweeps seqlen/64 - n query blocks of each of
+// its heads), so together they stream every head of their share of the group; 2 heads a CTA
+// instead of 4 halves that. Measured (bf16, GQA 8:1; session 11 d256 run 2, session 9 run 8):
+// 8k +6.5 %, 16k +10 %; at 2k-4k -5 to +4 % (left at 2); at GQA 4:1 (1 head a CTA) 4 lost 5-12 %.
 inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
-  if (p.forced_kv_splits > 0 || (p.causal && !p.deterministic)) return bwd_kv_splits(p, columns);
+  if (p.forced_kv_splits > 0) return bwd_kv_splits(p, columns);
+  if (p.causal && !p.deterministic) {
+    const int splits = bwd_kv_splits(p, columns);
+    const bool long_causal_group = p.group_size >= 8 && p.group_size % 4 == 0 && p.seqlen_q >= 8192;
+    return splits == 2 && long_causal_group ? 4 : splits;
+  }
   const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
   const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
   for (const int splits : {4, 2}) {
