@@ -45,7 +45,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto block = [&params](int it) {
     if constexpr (kSingleBlock && !kRounds) {
       if (params.l2_section > 0) {
-        const BwdTileCoord c = bwd_tile_in_l2_sections(params.l2_section, params.kv_splits);
+        const BwdTileCoord c =
+            bwd_tile_in_l2_sections(int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(gridDim.x),
+                                    int(gridDim.y), int(gridDim.z), params.l2_section, params.kv_splits);
         return Mainloop::block_at(params, it, c.n_block, c.y, c.batch);
       }
     }

@@ -41,21 +41,25 @@ struct BwdTileCoord {
   int batch;
 };
 
-// Device: this CTA's (key block, y, batch) for `section` units per section (section >= 1).
-__forceinline__ __device__ BwdTileCoord bwd_tile_in_l2_sections(int section, int kv_splits) {
-  const int n_blocks = int(gridDim.x);
-  const int heads_kv = int(gridDim.y) / kv_splits;
-  const int units = heads_kv * int(gridDim.z);
+// The tile of the CTA at launch coordinates (bx, by, bz) of a grid (grid_x = n_blocks, grid_y =
+// heads_kv * kv_splits, grid_z = batch), for `section` >= 1 units a section. Pure and constexpr
+// (so device code calls it under --expt-relaxed-constexpr, and tests/cpu/bwd_tile_order_test.cpp
+// checks on the host that it is a bijection that keeps clusters together).
+constexpr BwdTileCoord bwd_tile_in_l2_sections(int bx, int by, int bz, int grid_x, int grid_y, int grid_z,
+                                               int section, int kv_splits) {
+  const int n_blocks = grid_x;
+  const int heads_kv = grid_y / kv_splits;
+  const int units = heads_kv * grid_z;
   // Launch order of the cluster (x fastest, then kv head, then batch).
-  const int cluster = int(blockIdx.x) + n_blocks * (int(blockIdx.y) / kv_splits + heads_kv * int(blockIdx.z));
+  const int cluster = bx + n_blocks * (by / kv_splits + heads_kv * bz);
   const int per_section = section * n_blocks;
   const int first_unit = cluster / per_section * section;
   const int in_section = cluster % per_section;
   const int width = units - first_unit < section ? units - first_unit : section;  // the last section may be short
   const int unit = first_unit + in_section % width;
-  BwdTileCoord c;
+  BwdTileCoord c{};
   c.n_block = in_section / width;
-  c.y = (unit % heads_kv) * kv_splits + int(blockIdx.y) % kv_splits;
+  c.y = (unit % heads_kv) * kv_splits + by % kv_splits;
   c.batch = unit / heads_kv;
   return c;
 }
