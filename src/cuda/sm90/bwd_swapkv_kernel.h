@@ -10,7 +10,8 @@
 // blockIdx.x + round * gridDim.x, each CTA column adding into its own dq_accum slice, the launches
 // ordered by the stream (the library's deterministic mode since run 8; the looping instance,
 // !kSingleBlock, is dev-only now). A cluster's CTAs share blockIdx.x, so a round's tail returns
-// whole clusters and no CTA waits at a cluster barrier for one that left.
+// whole clusters and no CTA waits at a cluster barrier for one that left. The default mode's causal
+// grid takes its tiles longest first over L2 sections (params.l2_section > 0: bwd_tile_order.h).
 #pragma once
 
 #include <cute/tensor.hpp>
