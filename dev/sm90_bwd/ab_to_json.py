@@ -2,7 +2,7 @@
 kernels, pass, dtype, head_dim, causal, batch, heads, heads_kv, seqlen_q, seqlen_k, ms, tflops,
 reason}). impl names: flashcore / flashcore_det (this branch; kernels "sm90" or "sm90_splitS" when
 the kv split was forced), flashcore_base / flashcore_base_det (the base library of the run),
-flashcore_variantN (section main: dev variant N of this branch's harness; flashcore_base there: AB_BASE_LIB, timed in the same rounds), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
+flashcore_variantN (sections main and d256: dev variant N of this branch's harness; flashcore_base in section main: AB_BASE_LIB, timed in the same rounds), sdpa_cudnn. Usage: python3 ab_to_json.py ab.jsonl out.json key=value ... (run context)."""
 import json
 import sys
 
@@ -23,11 +23,13 @@ def main():
         impl = "flashcore" + ("_base" if base else "") + ("_det" if r.get("det") else "")
         if r.get("impl", "flashcore") != "flashcore":  # section main: a dev variant (variants.cu)
             impl += "_" + r["impl"]
+        if r["section"] == "l2":  # the causal order's L2 section forced (0: the rule)
+            impl += f"_l2section{r['l2_section']}"
         splits = r.get("splits", 0)
         kernels = "sm90" if not splits else f"sm90_split{splits}"
         rows.append(dict(impl=impl, kernels=kernels, pass_="bwd", **shape, ms=flops / r["tflops"] / 1e9,
                          tflops=r["tflops"], reason=f"{r['section']} A/B, lib {r['lib']}"))
-        key = (r["lib"], r["section"], r["d"], r["b"], r["hq"], r["hkv"], r["s"], r["causal"])
+        key = (r["lib"], r["section"], dtype, r["d"], r["b"], r["hq"], r["hkv"], r["s"], r["causal"])
         if key not in seen_cudnn:
             seen_cudnn.add(key)
             rows.append(dict(impl="sdpa_cudnn", kernels="cudnn", pass_="bwd", **shape,

@@ -12,6 +12,14 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
           the head dims, d64 (h32) and d96 (h16) as d128's grid; AB_GQA (default 1,4,8) the group
           sizes; AB_SEQ (default 2048,4096,8192) the sequence lengths; AB_DTYPE=fp16 the dtype;
           AB_BASE_LIB=libfc_base.so times that library too, in the same rounds (impl "base").
+  d256:   (session 11) bf16 d256 at 16k tokens, MHA (h8) and GQA 8:1 (h8, kv 1) at 2k/4k/8k, causal
+          and not (AB_D256_KV=8,2,1 adds GQA 4:1): the library's kernels and each d256 dev variant
+          of AB_VARIANTS, two alternating rounds, the faster kept; AB_FP16=1 adds the same shapes
+          in fp16 (the library only).
+  l2:     (session 11) bf16 d256 causal at 16k tokens (MHA h8, GQA 4:1 and 8:1) with the L2 section
+          of the causal order forced to 1, 2, 4, ... (bwd_tile_order.h; 0 = the rule), at GQA also
+          with 4 CTAs a group (kv split forced), two alternating rounds.
+  prof:   PROF_D=256 profiles bf16 d256 MHA h8 at 2k and 4k instead of d128.
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
 else K/V repeated to every query head)."""
@@ -118,8 +126,10 @@ def det_section():
 
 def prof_section():
     from torch.profiler import ProfilerActivity, profile
+    d = int(os.environ.get("PROF_D", "128"))
+    h = 8 if d == 256 else 16
     for (b, s) in ((8, 2048), (4, 4096)):
-        p = Problem(b, s, 16, 16, 128, False)
+        p = Problem(b, s, h, h, d, False)
         for name, fn in (("flashcore", p.ours(False)), ("flashcore_det", p.ours(True)), ("cudnn", p.cudnn_step)):
             fn()
             torch.cuda.synchronize()
@@ -175,11 +185,65 @@ def main_section():
         torch.cuda.empty_cache()
 
 
+def d256_section():
+    variants = [int(x) for x in os.environ.get("AB_VARIANTS", "").split(",") if x]
+    variants = [v for v in variants if fc_sm90_bwd._LIB.fc_sm90_bwd_variant_dim(v) == 256]
+    dtypes = [torch.bfloat16] + ([torch.float16] if os.environ.get("AB_FP16") else [])
+    for dtype in dtypes:
+        for hkv in [int(x) for x in os.environ.get("AB_D256_KV", "8,1").split(",")]:
+            for s in (2048, 4096, 8192):
+                for causal in (False, True):
+                    p = Problem(16384 // s, s, 8, hkv, 256, causal, dtype=dtype)
+                    cudnn = p.flops / p.t_cudnn / 1e12
+                    impls = [("flashcore", -1)]
+                    if dtype == torch.bfloat16:
+                        impls += [(f"variant{v}", v) for v in variants]
+                    best = {}
+                    for _ in range(2):
+                        for name, v in impls:
+                            t = timeit(lambda: fc_sm90_bwd.backward(p.do, p.q, p.k, p.v, p.out, p.lse, causal, p.dq,
+                                                                    p.dk, p.dv, variant=v))
+                            best[name] = min(best.get(name, t), t)
+                    for name, t in best.items():
+                        emit(section="d256", **p.shape(), dtype=str(dtype).split(".")[-1], impl=name, ms=t * 1e3,
+                             tflops=p.flops / t / 1e12, cudnn_tflops=cudnn, cudnn_ms=p.t_cudnn * 1e3,
+                             ratio=p.t_cudnn / t, cudnn_via=p.cudnn_via)
+                    del p
+                    torch.cuda.empty_cache()
+
+
+def l2_section():
+    for hkv in (8, 2, 1):
+        for s in (2048, 4096, 8192):
+            b = 16384 // s
+            units = b * hkv
+            p = Problem(b, s, 8, hkv, 256, True)
+            cudnn = p.flops / p.t_cudnn / 1e12
+            sections = [0] + [x for x in (1, 2, 4, 8, 16) if x <= units]
+            # GQA: the kv split's rule (2 here) and 4 CTAs a group, each with every section.
+            configs = [(sec, splits) for splits in ((0, 4) if hkv < 8 else (0,)) for sec in sections]
+            best = {}
+            for _ in range(2):
+                for sec, splits in configs:
+                    fc_sm90_bwd.force_l2_section(sec)
+                    fc_sm90_bwd.force_kv_splits(splits)
+                    t = timeit(p.ours(False))
+                    best[(sec, splits)] = min(best.get((sec, splits), t), t)
+            fc_sm90_bwd.force_l2_section(0)
+            fc_sm90_bwd.force_kv_splits(0)
+            for (sec, splits), t in best.items():
+                emit(section="l2", **p.shape(), units=units, l2_section=sec, splits=splits, ms=t * 1e3,
+                     tflops=p.flops / t / 1e12, cudnn_tflops=cudnn, cudnn_ms=p.t_cudnn * 1e3, ratio=p.t_cudnn / t,
+                     cudnn_via=p.cudnn_via)
+            del p
+            torch.cuda.empty_cache()
+
+
 def main():
     new_lib = hasattr(fc_sm90_bwd._LIB, "fc_sm90_bwd_force_kv_splits")
     sections = os.environ.get("AB_SECTIONS", "splits,det,prof").split(",")
     for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section),
-                     ("main", main_section)):
+                     ("main", main_section), ("d256", d256_section), ("l2", l2_section)):
         if name in sections:
             try:
                 fn()

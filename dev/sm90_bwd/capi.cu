@@ -97,11 +97,11 @@ static fc::BwdParams make_params(int batch, int heads_q, int heads_kv, int seqle
 }
 
 // A dev variant's kernel head dim (variants.cu), which its workspace plan takes and the harness
-// scripts pair with the problem's: 7-9 are d256 kernels, 13 d64, 14 d96, the rest d128.
+// scripts pair with the problem's: 12 and 14 are d256 kernels, 16 d64, 17 d96, the rest d128.
 extern "C" int fc_sm90_bwd_variant_dim(int variant) {
-  if (variant >= 7 && variant <= 9) return 256;
-  if (variant == 13) return 64;
-  if (variant == 14) return 96;
+  if (variant == 12 || variant == 14) return 256;
+  if (variant == 16) return 64;
+  if (variant == 17) return 96;
   return 128;
 }
 
@@ -115,6 +115,9 @@ extern "C" int64_t fc_sm90_bwd_workspace_size(int batch, int heads_q, int heads_
 // 0 lets the launcher choose; 1, 2, 4 force it (the split rule's A/B).
 static int g_forced_kv_splits = 0;
 extern "C" void fc_sm90_bwd_force_kv_splits(int splits) { g_forced_kv_splits = splits; }
+// (batch, kv head) units per L2 section of the d256 causal order (BwdParams::forced_l2_section); 0: the rule.
+static int g_forced_l2_section = 0;
+extern "C" void fc_sm90_bwd_force_l2_section(int section) { g_forced_l2_section = section; }
 
 // strides: q, k, v, o, do, dq, dk, dv as {batch, row, head} (24 values), then lse {batch, head}.
 extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* k, const void* v, const void* out,
@@ -125,6 +128,7 @@ extern "C" int fc_sm90_bwd(int bf16, int kernel_dim, const void* q, const void* 
   fc::BwdParams p = make_params(batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, softmax_scale, causal,
                                 deterministic, sm_count);
   p.forced_kv_splits = g_forced_kv_splits;
+  p.forced_l2_section = g_forced_l2_section;
   p.q = q;
   p.k = k;
   p.v = v;

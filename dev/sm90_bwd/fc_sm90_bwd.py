@@ -31,6 +31,16 @@ def force_kv_splits(splits):
     elif splits:
         raise RuntimeError("this libfc_sm90_bwd.so cannot force kv splits")
 
+
+def force_l2_section(section):
+    """0: the launcher's rule; n >= 1: n (batch, kv head) units per L2 section of the d256 causal
+    order (bwd_tile_order.h)."""
+    _LIB.fc_sm90_bwd_force_l2_section(int(section))
+
+
+if os.environ.get("FORCE_L2_SECTION"):  # check.py / san.py: every call with this section
+    force_l2_section(int(os.environ["FORCE_L2_SECTION"]))
+
 KERNEL_DIMS = (64, 96, 128, 256)
 
 

@@ -131,6 +131,9 @@ struct BwdParams : ProblemParams {
   // Grouped-query heads: CTAs that share a kv head's query heads (the sm90 family's cluster split).
   // 0 lets the family choose; tests and the dev harness set 1, 2 or 4 to compare.
   int forced_kv_splits = 0;
+  // The sm90 d256 backward's causal order (sm90/bwd_tile_order.h): (batch, kv head) units per L2
+  // section. 0 lets the family choose; the dev harness sets it to measure the rule.
+  int forced_l2_section = 0;
 };
 
 }  // namespace flashcore::cuda

@@ -82,13 +82,21 @@ struct BwdMainloop {
   }
 
   __forceinline__ __device__ static BwdBlock block_of(Params const& params, int iteration) {
+    // Block 0 sweeps the most query blocks when causal: launched first.
+    return block_at(params, iteration, blockIdx.x + iteration * gridDim.x, blockIdx.y, blockIdx.z);
+  }
+
+  // Key block n_block of grid row y (kv head * kv_splits + the CTA's share of its group) and batch;
+  // block_of's coordinates, or a reordered grid's (bwd_tile_order.h).
+  __forceinline__ __device__ static BwdBlock block_at(Params const& params, int iteration, int n_block, int y,
+                                                      int batch) {
     BwdBlock b;
     b.iteration = iteration;
-    b.n_block = blockIdx.x + iteration * gridDim.x;  // block 0 sweeps the most query blocks when causal: launched first
-    b.kv_head = blockIdx.y / params.kv_splits;
-    b.batch = blockIdx.z;
+    b.n_block = n_block;
+    b.kv_head = y / params.kv_splits;
+    b.batch = batch;
     const int heads_per_cta = params.group_size / params.kv_splits;
-    b.head_begin = b.kv_head * params.group_size + (blockIdx.y % params.kv_splits) * heads_per_cta;
+    b.head_begin = b.kv_head * params.group_size + (y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
     b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
     b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;

@@ -10,7 +10,8 @@
 // blockIdx.x + round * gridDim.x, each CTA column adding into its own dq_accum slice, the launches
 // ordered by the stream (the library's deterministic mode since run 8; the looping instance,
 // !kSingleBlock, is dev-only now). A cluster's CTAs share blockIdx.x, so a round's tail returns
-// whole clusters and no CTA waits at a cluster barrier for one that left.
+// whole clusters and no CTA waits at a cluster barrier for one that left. The default mode's causal
+// grid takes its tiles longest first over L2 sections (params.l2_section > 0: bwd_tile_order.h).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -21,6 +22,7 @@
 #include "cuda/sm90/bwd_swapkv_cluster_reduce.h"
 #include "cuda/sm90/bwd_swapkv_epilogue.h"
 #include "cuda/sm90/bwd_swapkv_mainloop.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/pipeline.h"
 
 namespace flashcore::cuda::sm90 {
@@ -39,8 +41,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if constexpr (kRounds) {
     if (int(blockIdx.x) + params.key_block_round * int(gridDim.x) >= params.n_blocks) return;  // the last round's tail
   }
-  // The key block of iteration `it` (bwd_mainloop.h), shifted by the round.
+  // The key block of iteration `it` (bwd_mainloop.h), shifted by the round; in the default mode's
+  // causal grid, longest sweeps first over L2 sections (bwd_tile_order.h).
   auto block = [&params](int it) {
+    if constexpr (kSingleBlock && !kRounds) {
+      if (params.l2_section > 0) {
+        const BwdTileCoord c =
+            bwd_tile_in_l2_sections(int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(gridDim.x),
+                                    int(gridDim.y), int(gridDim.z), params.l2_section, params.kv_splits);
+        return Mainloop::block_at(params, it, c.n_block, c.y, c.batch);
+      }
+    }
     BwdBlock b = Mainloop::block_of(params, it);
     if constexpr (kRounds) {
       b.n_block += params.key_block_round * int(gridDim.x);

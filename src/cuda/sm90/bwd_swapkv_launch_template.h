@@ -12,6 +12,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/sm90/bwd_swapkv_kernel.h"
 #include "cuda/sm90/bwd_swapkv_traits.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/bwd_tile_size.h"
 
 namespace flashcore::cuda::sm90 {
@@ -27,8 +28,18 @@ namespace flashcore::cuda::sm90 {
 // by the largest split that still fits in one wave. A deterministic round is such a grid (at most
 // a wave of CTAs of about equal sweeps; at GQA 8:1 and batch 1 only 16 of 132 SMs work), so it
 // takes the same rule.
+// Causal with groups of 8 or more from 8k queries on, 4 CTAs where bwd_kv_splits says 2: in a causal
+// grid the CTAs of a group drift apart (key block n sweeps seqlen/64 - n query blocks of each of
+// its heads), so together they stream every head of their share of the group; 2 heads a CTA
+// instead of 4 halves that. Measured (bf16, GQA 8:1; session 11 d256 run 2, session 9 run 8):
+// 8k +6.5 %, 16k +10 %; at 2k-4k -5 to +4 % (left at 2); at GQA 4:1 (1 head a CTA) 4 lost 5-12 %.
 inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
-  if (p.forced_kv_splits > 0 || (p.causal && !p.deterministic)) return bwd_kv_splits(p, columns);
+  if (p.forced_kv_splits > 0) return bwd_kv_splits(p, columns);
+  if (p.causal && !p.deterministic) {
+    const int splits = bwd_kv_splits(p, columns);
+    const bool long_causal_group = p.group_size >= 8 && p.group_size % 4 == 0 && p.seqlen_q >= 8192;
+    return splits == 2 && long_causal_group ? 4 : splits;
+  }
   const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
   const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
   for (const int splits : {4, 2}) {
@@ -38,10 +49,17 @@ inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
 }
 
 // kAllowKvSplit: GQA groups may be split over a cluster (bwd_swapkv_kv_splits) in the default mode.
-template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false>
+// kCausalOrder: the default mode's causal grid runs longest sweeps first over L2 sections
+// (bwd_tile_order.h).
+template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false, bool kCausalOrder = false>
 Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSingleBlock && kCausalOrder) {
+    params.l2_section = bwd_l2_section_units(Traits::kIsCausal, p.heads_kv * p.batch, p.group_size, p.seqlen_q,
+                                             Traits::kHeadDim, int(sizeof(typename Traits::Element)));
+    if (Traits::kIsCausal && p.forced_l2_section > 0) params.l2_section = p.forced_l2_section;
+  }
   if constexpr (kSingleBlock && kAllowKvSplit) {
     params.kv_splits = bwd_swapkv_kv_splits(p, params.n_blocks);
     const Status valid = check_kv_splits(p, params.kv_splits);
@@ -118,19 +136,21 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
 
 // kAllowKvSplit: the GQA cluster split (default mode, and deterministic mode's rounds);
 // kDeterministicRounds: deterministic mode by rounds of the single-block kernel, else the looping
-// kernel. The library (run_bwd_swapkv) has both on since device run 8; dev variant 9
-// (dev/sm90_bwd/variants.cu) keeps both off, the state before, for A/B runs.
-template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds>
+// kernel. The library (run_bwd_swapkv) has both on since device run 8. kDqFirst
+// (BwdTraitsSwapKV) and kCausalOrder (launch_bwd_swapkv_kernel): on in the library since device
+// run d256-1. Dev variants (dev/sm90_bwd/variants.cu) turn them off for A/B runs.
+template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds, bool kDqFirst = true,
+          bool kCausalOrder = true>
 Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdTileSize kTile = bwd_swapkv_tile_size(kHeadDim);
-  using Traits = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, false>;
-  using TraitsCausal = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, true>;
+  using Traits = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, false, kDqFirst>;
+  using TraitsCausal = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, true, kDqFirst>;
   // The default mode runs the single-block instance (GQA groups split over a cluster where
   // bwd_swapkv_kv_splits says); deterministic mode the rounds or the looping instance, each CTA
   // column adding into its own dq_accum slice.
   return run_bwd_pass<Traits>(p, stream, [&]() -> Status {
     if (!p.deterministic) {
-      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit>(p, stream)
+      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit, kCausalOrder>(p, stream)
                       : launch_bwd_swapkv_kernel<Traits, true, kAllowKvSplit>(p, stream);
     }
     if constexpr (kDeterministicRounds) {

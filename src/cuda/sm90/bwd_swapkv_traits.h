@@ -35,7 +35,10 @@
 
 namespace flashcore::cuda::sm90 {
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_>
+// kDqFirst_: the consumer step issues dQᵀ before dVᵀ and dKᵀ and adds it into dq_accum while those
+// two run (bwd_swapkv_mainloop.h; device run d256-1 in docs/tuning/backward_sm90.md).
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
+          bool kDqFirst_ = true>
 struct BwdTraitsSwapKV {
   using Element = Element_;
   using ElementAccum = float;
@@ -44,6 +47,7 @@ struct BwdTraitsSwapKV {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
+  static constexpr bool kDqFirst = kDqFirst_;
   // No dropout kernels at d > 128 (run_bwd_pass refuses a dropout call before launching).
   static constexpr bool kDropout = false;
 
@@ -170,6 +174,9 @@ struct BwdTraitsSwapKV {
     bool deterministic;
     // Deterministic mode by rounds: launch r runs key blocks blockIdx.x + r gridDim.x.
     int key_block_round = 0;
+    // Default mode, causal: (batch, kv head) units per L2 section of the longest-first order
+    // (bwd_tile_order.h); 0 keeps the grid's own order.
+    int l2_section = 0;
   };
 };
 

@@ -1,0 +1,67 @@
+// Which key block a CTA of the sm90 backward's default-mode grid takes, causal: longest sweeps
+// first across a few (batch, kv head) units at a time, so the grid does not end on a long sweep.
+//
+// The grid is (n_blocks, heads_kv * kv_splits, batch), launched x fastest. Taken as is, a causal
+// grid runs each unit's key blocks longest first (block 0 sweeps every query block, the last one
+// only the diagonal), then the next unit's: when a unit has fewer key blocks than the GPU has SMs
+// (d256, 64-key blocks: 32 at 2k, 64 at 4k), the last unit's block 0 starts a full sweep a few
+// short blocks before the grid ends and the other SMs idle behind it. Ordered by key block across
+// a section of `l2_section` units instead (every unit's block 0, then every unit's block 1, ...),
+// the last long sweep starts about a section's worth of work before the end. The section is the
+// largest power of two of units whose Q, dO and dq_accum (the data the CTAs running together
+// stream) fit in ~40 MB of L2: more units at once would send the Q/dO reads and the dq_accum
+// reductions to HBM (deterministic mode's lesson, docs/tuning/backward_sm90.md run 8).
+// FlashAttention-3's backward LPT scheduler orders its tiles by the same rule (read, not copied).
+//
+// Clusters (kv_splits CTAs along y sharing a kv head's group): the unit of the order is the
+// cluster, so a cluster's CTAs (same x and z, same y / kv_splits) get the same key block, unit and
+// batch, and keep their rank (y % kv_splits).
+#pragma once
+
+#include <cstdint>
+
+namespace flashcore::cuda::sm90 {
+
+// Units per L2 section (host): 0 keeps the grid's own order (non-causal: equal sweeps).
+inline int bwd_l2_section_units(bool causal, int units, int group_size, int seqlen_q, int kernel_head_dim,
+                                int element_bytes) {
+  if (!causal || units <= 1) return 0;
+  constexpr std::int64_t kL2Bytes = 40ll << 20;
+  // Q and dO (element_bytes each) and dq_accum (fp32) rows of every query head of the unit.
+  const std::int64_t unit_bytes =
+      static_cast<std::int64_t>(group_size) * seqlen_q * kernel_head_dim * (2 * element_bytes + 4);
+  int section = 1;
+  while (section * 2 <= units && unit_bytes * section * 2 <= kL2Bytes) section *= 2;
+  return section;
+}
+
+struct BwdTileCoord {
+  int n_block;
+  int y;  // kv head * kv_splits + rank, as blockIdx.y
+  int batch;
+};
+
+// The tile of the CTA at launch coordinates (bx, by, bz) of a grid (grid_x = n_blocks, grid_y =
+// heads_kv * kv_splits, grid_z = batch), for `section` >= 1 units a section. Pure and constexpr
+// (so device code calls it under --expt-relaxed-constexpr, and tests/cpu/bwd_tile_order_test.cpp
+// checks on the host that it is a bijection that keeps clusters together).
+constexpr BwdTileCoord bwd_tile_in_l2_sections(int bx, int by, int bz, int grid_x, int grid_y, int grid_z,
+                                               int section, int kv_splits) {
+  const int n_blocks = grid_x;
+  const int heads_kv = grid_y / kv_splits;
+  const int units = heads_kv * grid_z;
+  // Launch order of the cluster (x fastest, then kv head, then batch).
+  const int cluster = bx + n_blocks * (by / kv_splits + heads_kv * bz);
+  const int per_section = section * n_blocks;
+  const int first_unit = cluster / per_section * section;
+  const int in_section = cluster % per_section;
+  const int width = units - first_unit < section ? units - first_unit : section;  // the last section may be short
+  const int unit = first_unit + in_section % width;
+  BwdTileCoord c{};
+  c.n_block = in_section / width;
+  c.y = (unit % heads_kv) * kv_splits + by % kv_splits;
+  c.batch = unit / heads_kv;
+  return c;
+}
+
+}  // namespace flashcore::cuda::sm90
