@@ -28,6 +28,9 @@
 #              GRID_DIMS; GQA rows where their seqlens are in GRID_SEQLENS; needs --lib); cutlass_ex88
 #              from .carry/ex88 (fp16, MHA only: its other cells are blank with the reason)
 # STEP_TIMEOUT (default 90 s) bounds every step (SAN_TIMEOUT each sanitizer, if set).
+# Without `build`, the steps use what is already at build/N and dev/sm90/libfc_N.so: built on the
+# 2-core machine with the same commands (nvcc 13.0, sm_90a SASS) and carried, no device time goes to
+# compiling (session 11: the harness linked by hand there, see the tuning log's v13 command).
 #
 # Example (session 10, issue 14's epilogue):
 #   bash dev/sm90/run_device.sh --name s10fwd --lib "128;256:bf16:sm90:fwd" \

@@ -41,6 +41,7 @@ flashcore::Status run_variant_s10_d256_bf16_timed_vec16(const flashcore::cuda::F
 flashcore::Status run_variant_v12_d128_bf16_4b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_v13_d256_bf16_16b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_v13_lib_d256_bf16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v13_d64_fp16_16b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
@@ -68,7 +69,8 @@ flashcore::Status run_variant_v13_lib_d256_bf16(const flashcore::cuda::FwdParams
 // causal and not) and 34 bf16 d128 with 4-byte stores, causal and not (v12_d128_bf16_4b.cu).
 // FC_SM90_VARIANTS_14 (v13, session 11: d256 O store widths): 20 (4-byte stores) and 35 (bf16 d256,
 // causal and not, 16-byte stores; v13_d256_bf16_16b.cu) beside the library's 8, and 36 the library's
-// bf16 d256 entry itself (its TU linked in; for a harness whose --lib part is fp16 only).
+// bf16 d256 entry itself (its TU linked in; for a harness whose --lib part is fp16 only); 37 fp16 d64,
+// the library's main tile with 16-byte O stores (v13_d64_fp16_16b.cu).
 // Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
@@ -134,6 +136,7 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
 #ifdef FC_SM90_VARIANTS_14
     case 35: return run_variant_v13_d256_bf16_16b(p, s);
     case 36: return run_variant_v13_lib_d256_bf16(p, s);
+    case 37: return run_variant_v13_d64_fp16_16b(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");
