@@ -59,7 +59,9 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
   //   pair their middle blocks across heads).
   //   2 K/V stages: 3 (144 KB) measured even in a full grid and 0.4-5 % behind in an A/B (v8).
-  if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
+  //   O stored 16 bytes a thread-instruction: +3.7 / +2.1 % causal 2k / 4k, +2.9 % non-causal 2k
+  //   (fp16, v13 A/B; causal 2k 0.97 -> 1.01x cuDNN).
+  if (head_dim <= 64) return {192, 128, 2, true, 64, 2, 0, 1, false, /*o_store_bytes*/ 16};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
@@ -89,8 +91,9 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
   //   O stored 8 bytes a thread-instruction: non-causal +10.4 / +6.4 / +3.9 % at 2k / 4k / 8k (v12
-  //   A/B), causal TBD (v13 A/B; the zig-zag kernel's 4 B spill with 8 is gone since v12's epilogue
-  //   refactor). 16 bytes spill (v11).
+  //   A/B), causal +12.9 / +10.9 / +7.0 / +4.3 % at 1k / 2k / 4k / 8k (v13 A/B; the zig-zag
+  //   kernel's 4 B spill with 8 is gone since v12's epilogue refactor). 16 bytes (0 spills since
+  //   then too) measured -3 ... +3 % against 8 (v13): not adopted.
   return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*o_store_bytes*/ 8};
 }
 
