@@ -95,7 +95,7 @@ struct FwdEpilogue {
   // lane holds pairs (q, q + 1) of the first group and the odd lane pairs (q - 1, q) of the
   // second, and each stores them with one st.global.v2: a quad writes 32 contiguous bytes of its
   // row (a whole sector) per instruction instead of 16. Half the shuffles and live values of the
-  // 16-byte stores: all three d256 kernels fit without spilling (ptxas, v13).
+  // 16-byte stores; the d256 tile's choice (16 measured no better there, v13).
   template <class RowsCols, class Coords>
   __forceinline__ __device__ static void store_rows_8b(Params const& params, RowsCols const& rO_rc,
                                                        Coords const& tOcO_rc, Element* out, int row0, int seqlen_q,
@@ -133,7 +133,8 @@ struct FwdEpilogue {
   // after which each thread holds one group's 8 columns and stores them with one st.global.v4:
   // a warp writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x 16. Needs O's
   // rows 16-byte aligned and head_dim % 8 == 0 (the host refuses otherwise; staging.h gives
-  // every API call both). The d256 kernels spill 24-48 B with it (v11), d128 none.
+  // every API call both). 0 spills at d64, d128 and d256 (ptxas, v13; v11's d256 spills predate the
+  // shared convert-then-store preamble above).
   template <class RowsCols, class Coords>
   __forceinline__ __device__ static void store_rows_16b(Params const& params, RowsCols const& rO_rc,
                                                         Coords const& tOcO_rc, Element* out, int row0, int seqlen_q,
