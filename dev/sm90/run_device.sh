@@ -24,7 +24,13 @@
 #   sanitize   compute-sanitizer memcheck, racecheck, synccheck over san.py (SAN_SHAPES, SAN_VARIANTS, ...)
 #   correct    check + gputests + sanitize at the same time (they share the GPU; each is small)
 #   latency    issue 14's B=1 H=8 S=512 D=64 latency row through scripts/bench.sh --hopper (needs --lib)
+#   grid       a trimmed scripts/bench.sh --hopper sweep, cold L2 (GRID_DTYPES, GRID_SEQLENS, GRID_IMPLS,
+#              GRID_DIMS; GQA rows where their seqlens are in GRID_SEQLENS; needs --lib); cutlass_ex88
+#              from .carry/ex88 (fp16, MHA only: its other cells are blank with the reason)
 # STEP_TIMEOUT (default 90 s) bounds every step (SAN_TIMEOUT each sanitizer, if set).
+# Without `build`, the steps use what is already at build/N and dev/sm90/libfc_N.so: built on the
+# 2-core machine with the same commands (nvcc 13.0, sm_90a SASS) and carried, no device time goes to
+# compiling (session 11: the harness linked by hand there, see the tuning log's v13 command).
 #
 # Example (session 10, issue 14's epilogue):
 #   bash dev/sm90/run_device.sh --name s10fwd --lib "128;256:bf16:sm90:fwd" \
@@ -157,10 +163,19 @@ step_latency() {
   echo "latency rc=$?"; grep -iE "latency|p50|eager|graph" $LOG/latency.txt | head -20
 }
 
+step_grid() {
+  FLASHCORE_LIBRARY=$root/$BUILD/src/c_api/libflashcore_c.so timeout ${GRID_TIMEOUT:-$T} bash scripts/bench.sh --hopper \
+    --no-latency --no-memory --impls "${GRID_IMPLS:-flashcore,sdpa_cudnn,cutlass_ex88}" --dtypes "${GRID_DTYPES:-fp16}" \
+    --head-dims "${GRID_DIMS:-64,128,256}" --seqlens "${GRID_SEQLENS:-2k,4k,8k,16k}" --plots none \
+    --cli $BUILD/tools/flashcore --out-dir $LOG/grid --flat --commit "${COMMIT:-unknown}" > $LOG/grid.txt 2>&1
+  echo "grid rc=$?"; grep -E "cutlass_ex88|fwd +:" $LOG/grid.txt | head -12
+  cp $LOG/grid/*.json $LOG/grid/*.md $DEVOUT/ 2>/dev/null
+}
+
 for s in "$@"; do
   stamp "$s"
   case $s in
-    build|sass|timeline|ab|check|gputests|sanitize|correct|latency) step_$s ;;
+    build|sass|timeline|ab|check|gputests|sanitize|correct|latency|grid) step_$s ;;
     *) echo "unknown step $s" ;;
   esac
 done

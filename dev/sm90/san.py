@@ -19,6 +19,9 @@ shapes = [  # b, sq, sk, hq, hkv, d, causal
     # s9, the next tile's Q prefetched into L2: more tiles / zig-zag items than the 132-CTA grid, so
     # CTAs prefetch for a second tile (d256 non-causal 160 tiles, d128 causal 160 items, GQA)
     (2, 600, 500, 16, 2, 256, False), (1, 600, 600, 64, 8, 128, True),
+    # v13, d256 causal with 8/16-byte O stores: 9 m_blocks (the middle ones paired across heads, the
+    # grid 52 rows above row 0), 144 zig-zag items on 132 CTAs, GQA 4:1
+    (2, 1100, 1100, 16, 4, 256, True),
 ]
 # SAN_SHAPES="12,13,14": only these shapes (indices into the list).
 only = {int(x) for x in os.environ.get("SAN_SHAPES", "").split(",") if x}

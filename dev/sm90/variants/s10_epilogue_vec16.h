@@ -31,8 +31,7 @@ struct FwdEpilogueVec16 {
 
   template <class FragO, int kRows>
   __forceinline__ __device__ static void store(Params const& params, FragO const& tOrO, float const (&lse)[kRows],
-                                               flashcore::cuda::sm90::FwdTile const& tile, int thread_idx,
-                                               Element* /*q_smem*/, uint64_t* /*q_empty*/) {
+                                               flashcore::cuda::sm90::FwdTile const& tile, int thread_idx) {
     using namespace cute;
     using flashcore::cuda::sm90::wgmma_acc_as_rows_cols;
     typename Traits::TiledMmaPV mma_pv;

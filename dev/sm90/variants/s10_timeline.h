@@ -97,8 +97,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       float lse[Mainloop::kRows];
       Mainloop::mma(params, options, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
       if (stamp) mine[3 * iteration + 1] = global_ns();
-      Epilogue::store(params, tOrO, lse, tile, thread_idx, Mainloop::q_buffer(shared, iteration),
-                      &shared.barrier_q_empty[Mainloop::q_stage(iteration)]);
+      Epilogue::store(params, tOrO, lse, tile, thread_idx);
       if (stamp) mine[3 * iteration + 2] = global_ns();
     }
     if (stamper) {

@@ -38,10 +38,10 @@ flashcore::Status run_variant_s10_d256_bf16_timed(const flashcore::cuda::FwdPara
 flashcore::Status run_variant_s10_d128_bf16_plain(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s10_d128_bf16_timed_vec16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_s10_d256_bf16_timed_vec16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
-flashcore::Status run_variant_v11_d128_bf16_timed_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
-flashcore::Status run_variant_v11_d256_bf16_timed_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
-flashcore::Status run_variant_v11_d128_bf16_causal_tma(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 flashcore::Status run_variant_v12_d128_bf16_4b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v13_d256_bf16_16b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v13_lib_d256_bf16(const flashcore::cuda::FwdParams& p, cudaStream_t s);
+flashcore::Status run_variant_v13_d64_fp16_16b(const flashcore::cuda::FwdParams& p, cudaStream_t s);
 
 // 0: bf16 d128 128x176 ping-pong; 1: bf16 d256 128x80 ping-pong; 2: bf16 d128 causal persistent
 // LPT (non-causal as main); 3: bf16 d64 192x128, 3 consumer warpgroups, ping-pong;
@@ -63,10 +63,14 @@ flashcore::Status run_variant_v12_d128_bf16_4b(const flashcore::cuda::FwdParams&
 // s10 (issue 14, one call): 20 and 25 again for the rotated A/B; 26/27 bf16 d128/d256 non-causal
 // (the library's 2k tiles) with %globaltimer stamps per CTA (s10_timeline.h), 28 d128's plain twin.
 // FC_SM90_VARIANTS_11: 29/30 = 26/27 with 16-byte O stores (s10_epilogue_vec16.h).
-// FC_SM90_VARIANTS_12 (v11, session 10: the epilogue): 20, 26-30 as above, and 31/32 = 26/27 with
-// O through Q's buffer and TMA stores, 33 bf16 d128 causal with it (v11_epilogue_tma.cu).
+// FC_SM90_VARIANTS_12 (v11, session 10: the epilogue): 20, 26-30 as above (31-33, O through Q's
+// buffer and TMA stores, were removed with that epilogue in v13; git history has v11_epilogue_tma.cu).
 // FC_SM90_VARIANTS_13 (v12, session 10: the wider O stores shipped): 20 (d256 with 4-byte stores,
 // causal and not) and 34 bf16 d128 with 4-byte stores, causal and not (v12_d128_bf16_4b.cu).
+// FC_SM90_VARIANTS_14 (v13, session 11: d256 O store widths): 20 (4-byte stores) and 35 (bf16 d256,
+// causal and not, 16-byte stores; v13_d256_bf16_16b.cu) beside the library's 8, and 36 the library's
+// bf16 d256 entry itself (its TU linked in; for a harness whose --lib part is fp16 only); 37 fp16 d64,
+// the library's main tile with 16-byte O stores (v13_d64_fp16_16b.cu).
 // Each build defines the FC_SM90_VARIANTS_* groups whose TUs it links.
 inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p, cudaStream_t s) {
   switch (v) {
@@ -103,7 +107,7 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 19: return run_variant_s8_d256_fp16_cluster(p, s);
 #endif
 #if defined(FC_SM90_VARIANTS_7) || defined(FC_SM90_VARIANTS_8) || defined(FC_SM90_VARIANTS_10) || \
-    defined(FC_SM90_VARIANTS_12) || defined(FC_SM90_VARIANTS_13)
+    defined(FC_SM90_VARIANTS_12) || defined(FC_SM90_VARIANTS_13) || defined(FC_SM90_VARIANTS_14)
     case 20: return run_variant_s9_d256_bf16_prefetch(p, s);
 #endif
 #ifdef FC_SM90_VARIANTS_7
@@ -126,13 +130,13 @@ inline flashcore::Status run_variant(int v, const flashcore::cuda::FwdParams& p,
     case 29: return run_variant_s10_d128_bf16_timed_vec16(p, s);
     case 30: return run_variant_s10_d256_bf16_timed_vec16(p, s);
 #endif
-#ifdef FC_SM90_VARIANTS_12
-    case 31: return run_variant_v11_d128_bf16_timed_tma(p, s);
-    case 32: return run_variant_v11_d256_bf16_timed_tma(p, s);
-    case 33: return run_variant_v11_d128_bf16_causal_tma(p, s);
-#endif
 #ifdef FC_SM90_VARIANTS_13
     case 34: return run_variant_v12_d128_bf16_4b(p, s);
+#endif
+#ifdef FC_SM90_VARIANTS_14
+    case 35: return run_variant_v13_d256_bf16_16b(p, s);
+    case 36: return run_variant_v13_lib_d256_bf16(p, s);
+    case 37: return run_variant_v13_d64_fp16_16b(p, s);
 #endif
   }
   return flashcore::Status::NotSupported("no such variant");

@@ -1,6 +1,5 @@
 // The warp-specialised sm90 forward kernel: warp roles, register reallocation and the tile
-// loop. No math here: fwd_mainloop.h computes, fwd_epilogue.h writes (and, when O is staged in
-// the tile's Q buffer, releases that buffer), tile_scheduler.h orders.
+// loop. No math here: fwd_mainloop.h computes, fwd_epilogue.h writes, tile_scheduler.h orders.
 //
 // Warpgroup 0 (producer) gives registers back (setmaxnreg.dec) and one elected lane of its
 // warp 0 issues every TMA; warpgroups 1.. (consumers) take them (setmaxnreg.inc) and run the
@@ -83,8 +82,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       cute::Tensor tOrO = cute::partition_fragment_C(mma_pv, cute::select<0, 1>(typename Traits::TileShapePV{}));
       float lse[Mainloop::kRows];
       Mainloop::mma(params, options, shared, k_state, v_state, tile, iteration, thread_idx, tOrO, lse);
-      Epilogue::store(params, tOrO, lse, tile, thread_idx, Mainloop::q_buffer(shared, iteration),
-                      &shared.barrier_q_empty[Mainloop::q_stage(iteration)]);
+      Epilogue::store(params, tOrO, lse, tile, thread_idx);
     }
   }
 }

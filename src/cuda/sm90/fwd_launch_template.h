@@ -29,18 +29,16 @@
 
 namespace flashcore::cuda::sm90 {
 
-// The TMA descriptors of a call (Q, K, V^T, and O for kernels that store it by TMA). Each is a
-// pure function of its base pointer, shape and strides.
+// The TMA descriptors of a call (Q, K, V^T). Each is a pure function of its base pointer, shape and
+// strides.
 template <class Traits>
 struct FwdTmaDescriptors {
   typename Traits::TmaQ q;
   typename Traits::TmaK k;
   typename Traits::TmaV v;
-  typename Traits::TmaO o;
-  bool o_via_smem;  // o holds a descriptor (O is 16-byte addressable)
 };
 
-// The 8- and 16-byte direct stores can write O: a 16-byte aligned base, batch/row/head strides in
+// The 8- and 16-byte O stores can write O: a 16-byte aligned base, batch/row/head strides in
 // 16-byte units, whole 16-byte rows. Calls through the API always are (staging.h restages the
 // others); the dev harness and future callers need not be.
 inline bool fwd_o_16b_aligned(const FwdParams& p) {
@@ -59,13 +57,6 @@ struct FwdTmaExtent {
                                      : FwdTmaExtent{p.seqlen_q, p.seqlen_k, p.batch};
   }
 };
-
-// TMA can address O: 16-byte aligned as above, and a dense (seqlen_q, d, heads, batch) tensor. A
-// variable-length batch (cu_seqlens_q) packs its sequences' rows with batch stride 0, which a
-// descriptor of that shape would address wrongly: those calls take the direct stores.
-inline bool fwd_o_tma_addressable(const FwdParams& p) {
-  return p.cu_seqlens_q == nullptr && fwd_o_16b_aligned(p);
-}
 
 template <class Traits>
 FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
@@ -88,22 +79,11 @@ FwdTmaDescriptors<Traits> make_fwd_tma_descriptors(const FwdParams& p) {
   typename Traits::SmemLayoutVt smem_vt;
   using TmaLoadKV = typename Traits::TmaLoadKV;
   constexpr auto cluster_m = Int<Traits::kClusterM>{};
-  FwdTmaDescriptors<Traits> d{
+  return {
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(TmaLoadKV{}, mK, take<0, 2>(smem_k), Shape<Int<kBlockN>, Int<kHeadDim>>{}, cluster_m),
       make_tma_copy(TmaLoadKV{}, mVt, take<0, 2>(smem_vt), Shape<Int<kHeadDim>, Int<kBlockN>>{}, cluster_m),
-      typename Traits::TmaO{},
-      false,
   };
-  if constexpr (Traits::kStoreOViaSmem) {
-    if (fwd_o_tma_addressable(p)) {
-      Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_q,
-                              make_stride(p.o_strides.row, _1{}, p.o_strides.head, p.o_strides.batch));
-      d.o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOBox{}, Shape<_64, _64>{}, _1{});
-      d.o_via_smem = true;
-    }
-  }
-  return d;
 }
 
 // The descriptors of this host thread's last few calls per kernel. Encoding one is a driver call
@@ -133,20 +113,13 @@ class FwdTmaDescriptorCache {
     const void* q;
     const void* k;
     const void* v;
-    // O's pointer and strides only for kernels with an O descriptor (kStoreOViaSmem): for the
-    // others a new output buffer must not cost a miss (small calls' host time, v6). Whether Q's
-    // rows are packed (cu_seqlens_q) decides whether O gets a descriptor at all.
-    const void* out;
-    bool packed_q;
     int device, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;  // the TMA extents (FwdTmaExtent)
-    TensorStrides q_strides, k_strides, v_strides, o_strides;
+    TensorStrides q_strides, k_strides, v_strides;
 
     static Key of(const FwdParams& p) {
-      constexpr bool kHasO = Traits::kStoreOViaSmem;
       const FwdTmaExtent e = FwdTmaExtent::of(p);
-      return {p.q,       p.k,        p.v,        kHasO ? p.out : nullptr, kHasO && p.cu_seqlens_q != nullptr,
-              p.device.ordinal, e.batches, p.heads_q, p.heads_kv, e.rows_q, e.rows_k, p.head_dim,
-              p.q_strides, p.k_strides, p.v_strides, kHasO ? p.o_strides : TensorStrides{}};
+      return {p.q,         p.k,         p.v,         p.device.ordinal, e.batches, p.heads_q, p.heads_kv, e.rows_q,
+              e.rows_k,    p.head_dim,  p.q_strides, p.k_strides,      p.v_strides};
     }
     static bool same(const TensorStrides& a, const TensorStrides& b) {
       return a.batch == b.batch && a.row == b.row && a.head == b.head;
@@ -154,8 +127,7 @@ class FwdTmaDescriptorCache {
     bool operator==(const Key& o) const {
       return q == o.q && k == o.k && v == o.v && device == o.device && batch == o.batch && heads_q == o.heads_q &&
              heads_kv == o.heads_kv && seqlen_q == o.seqlen_q && seqlen_k == o.seqlen_k && head_dim == o.head_dim &&
-             same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides) &&
-             out == o.out && packed_q == o.packed_q && same(o_strides, o.o_strides);
+             same(q_strides, o.q_strides) && same(k_strides, o.k_strides) && same(v_strides, o.v_strides);
     }
   };
   struct Entry {
@@ -179,7 +151,6 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       tma.q,
       tma.k,
       tma.v,
-      tma.o,
       make_shape(e.rows_q, p.head_dim, p.heads_q, e.batches),
       make_shape(e.rows_k, p.head_dim, p.heads_kv, e.batches),
       make_shape(p.head_dim, e.rows_k, p.heads_kv, e.batches),
@@ -206,7 +177,6 @@ typename Traits::Params make_fwd_kernel_params(const FwdParams& p) {
       p.has_dropout ? ~15 : ~0,
       p.softmax_scale,
       p.scale_log2,
-      tma.o_via_smem,
       varlen ? p.cu_seqlens_q : nullptr,
       varlen ? p.cu_seqlens_k : nullptr,
       p.total_q,
@@ -307,7 +277,6 @@ using FwdTraitsFor =
               fwd_tile_size(kKind, kHeadDim, kIsCausal).exp2_fma_every,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).cluster_m,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).prefetch_next_q,
-              fwd_tile_size(kKind, kHeadDim, kIsCausal).store_o_via_smem,
               fwd_tile_size(kKind, kHeadDim, kIsCausal).o_store_bytes>;
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles

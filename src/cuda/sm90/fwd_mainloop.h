@@ -228,10 +228,9 @@ struct FwdMainloop {
     const int wg = thread_idx / 128;
 
     // After the QK^T of key block 0 (the last one to read Q) has completed: Q's buffer may be
-    // refilled with the next tile's Q. Kernels that may stage O in it leave that to the epilogue
-    // (after its TMA stores have read the buffer, or at its start on the direct-store path).
+    // refilled with the next tile's Q.
     auto release_q = [&]() {
-      if (!Traits::kStoreOViaSmem && cutlass::canonical_lane_idx() == 0) {
+      if (cutlass::canonical_lane_idx() == 0) {
         cutlass::arch::ClusterBarrier::arrive(&shared.barrier_q_empty[q_stage(iteration)]);
       }
     };

@@ -33,17 +33,12 @@ struct FwdTileSize {
   int cluster_m = 1;
   // One Q buffer only: prefetch the next tile's Q into L2 during this tile (Traits::kPrefetchNextQ).
   bool prefetch_next_q = false;
-  // O leaves through shared memory: each consumer warpgroup writes its 64 rows into its own rows of
-  // the tile's Q buffer (stmatrix), one thread issues TMA stores and the warpgroup goes back to the
-  // next tile's GEMMs while they drain (fwd_epilogue.h). Q's buffer is then released after the
-  // stores have read it instead of after the last QK^T. Calls whose O TMA cannot address (an
-  // unaligned O, variable-length batches) take the register direct-store path of the same kernel.
-  bool store_o_via_smem = false;
-  // Bytes a thread writes per store instruction on the direct path (fwd_epilogue.h): 4 (each its
-  // column pair), 8 (pairs swapped between neighbouring lanes: a quad writes a whole 32-byte
-  // sector of its row) or 16 (a 4 x 4 transpose across the quad). v11's timeline for 16: the
-  // epilogue per tile 2.0 -> 0.5 us (d128), 6.5 -> 1.35 us (d256), Q still released after the
-  // last QK^T. Tiles with 8 or 16 since v12 (tuning log: +3-10 % at 2k-8k where they apply).
+  // Bytes a thread writes per store instruction (fwd_epilogue.h): 4 (each its column pair), 8 (pairs
+  // swapped between neighbouring lanes: a quad writes a whole 32-byte sector of its row) or 16 (a
+  // 4 x 4 transpose across the quad). v11's timeline for 16: the epilogue per tile 2.0 -> 0.5 us
+  // (d128), 6.5 -> 1.35 us (d256), Q still released after the last QK^T. Tiles with 8 or 16 since
+  // v12 (tuning log: +3-10 % at 2k-8k where they apply). O staged in Q's buffer and written by TMA
+  // stores measured no better than these at d256 and was removed (v11, v13).
   int o_store_bytes = 4;
 };
 
@@ -65,7 +60,9 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   aligned to the bottom: +17-25 % at 1k, +6-18 % at 4k, +11 % at 2k once odd m_block counts
   //   pair their middle blocks across heads).
   //   2 K/V stages: 3 (144 KB) measured even in a full grid and 0.4-5 % behind in an A/B (v8).
-  if (head_dim <= 64) return {192, 128, 2, true, 64, 2};
+  //   O stored 16 bytes a thread-instruction: +3.7 / +2.1 % causal 2k / 4k, +2.9 % non-causal 2k
+  //   (fp16, v13 A/B; causal 2k 0.97 -> 1.01x cuDNN).
+  if (head_dim <= 64) return {192, 128, 2, true, 64, 2, 0, 1, false, /*o_store_bytes*/ 16};
   // d <= 96: 128 x 128, two warpgroups. 24 + 2 x (24 + 24) = 120 KB; S 64 + P 32 + O 48. Not
   //   tuned; causal scheduling as d128.
   if (head_dim <= 96) return {128, 128, 2, true, 64};
@@ -80,7 +77,7 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   +2.8 / +4.6 % at 2k / 4k / 8k (v12 A/B). Non-causal 128 x 176 keeps 4-byte stores: 8 bytes
   //   measured +0.7 % at 8k (noise; v12), the epilogue a small part of a tile of that many keys.
   if (head_dim <= 128) {
-    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ 8}
+    return causal ? FwdTileSize{128, 128, 3, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*o_store_bytes*/ 8}
                   : FwdTileSize{128, 176, 2, true};
   }
   // d <= 192: 128 x 96. 48 + 2 x (36 + 36) = 192 KB; 128 x 128 would need 240 KB. Not tuned;
@@ -94,11 +91,11 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   without it the 132 CTAs, which reach their tile boundaries together, all read their 64 KB Q
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
-  //   O through Q's buffer and TMA stores (store_o_via_smem) measured +6-10 % at 2k-4k (v11), not
-  //   enabled until validated (the causal zig-zag kernel also spills 4 B with it).
-  //   O stored 8 bytes a thread-instruction when not causal: +10.4 / +6.4 / +3.9 % at 2k / 4k / 8k
-  //   (v12 A/B). Causal keeps 4: with 8 the causal zig-zag kernel spills 4 B (v11, ptxas).
-  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, false, /*o_store_bytes*/ causal ? 4 : 8};
+  //   O stored 8 bytes a thread-instruction: non-causal +10.4 / +6.4 / +3.9 % at 2k / 4k / 8k (v12
+  //   A/B), causal +12.9 / +10.9 / +7.0 / +4.3 % at 1k / 2k / 4k / 8k (v13 A/B; the zig-zag
+  //   kernel's 4 B spill with 8 is gone since v12's epilogue refactor). 16 bytes (0 spills since
+  //   then too) measured -3 ... +3 % against 8 (v13): not adopted.
+  return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*o_store_bytes*/ 8};
 }
 
 // Problems whose 64-row tiles all fit in one wave (B x H x ceil(Sq / 64) <= #SMs): the
@@ -117,7 +114,7 @@ constexpr FwdTileSize fwd_tile_size_small(int head_dim, bool /*causal*/) {
 // +1-2 % over 128 x 176 at 2k-4k (bf16 and fp16). O stored 16 bytes a thread-instruction: +7.9 /
 // +4.5 % at 2k / 4k (v12 A/B).
 constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
-  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, false, /*o_store_bytes*/ 16};
+  if (head_dim > 96 && head_dim <= 128 && !causal) return {128, 128, 2, true, 0, 2, 0, 1, false, /*o_store_bytes*/ 16};
   return {0, 0, 0, false};
 }
 

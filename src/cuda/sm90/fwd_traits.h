@@ -21,27 +21,9 @@
 
 namespace flashcore::cuda::sm90 {
 
-// The TMA store of O (kStoreOViaSmem): (64 rows, 64 columns) boxes, each one swizzle-atom column of
-// one consumer warpgroup's rows in Q's buffer; defined only for the kernels that use it (the
-// others' Params hold an empty placeholder and the host encodes no fourth descriptor).
-template <bool kEnabled, class Element, class SmemLayoutAtomQ, class ShapeQKV, class StrideQKV>
-struct FwdTmaStoreO {
-  struct Type {};
-  using SmemLayoutBox = void;
-};
-template <class Element, class SmemLayoutAtomQ, class ShapeQKV, class StrideQKV>
-struct FwdTmaStoreO<true, Element, SmemLayoutAtomQ, ShapeQKV, StrideQKV> {
-  static_assert(cute::size<1>(SmemLayoutAtomQ{}) == 64, "O boxes are one 128-byte swizzle atom wide");
-  using SmemLayoutBox = decltype(cute::tile_to_shape(SmemLayoutAtomQ{}, cute::Shape<cute::_64, cute::_64>{}));  // (64, 64)
-  using Type = decltype(cute::make_tma_copy(
-      cute::SM90_TMA_STORE{},
-      cute::make_tensor(cute::make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeQKV{}, StrideQKV{}),
-      SmemLayoutBox{}, cute::Shape<cute::_64, cute::_64>{}, cute::_1{}));
-};
-
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kPingPong_, int kQStages_ = 1, int kExp2FmaEvery_ = 0, int kClusterM_ = 1, bool kPrefetchNextQ_ = false,
-          bool kStoreOViaSmem_ = false, int kOStoreBytes_ = 4>
+          int kOStoreBytes_ = 4>
 struct FwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -60,12 +42,8 @@ struct FwdTraits {
   // only once this tile's last QK^T is done, reads L2 instead of HBM (fwd_mainloop.h).
   static constexpr bool kPrefetchNextQ = kPrefetchNextQ_;
   static_assert(!kPrefetchNextQ || kQStages == 1, "with two Q buffers the next Q is already loaded during this tile");
-  // O through shared memory (fwd_tile_size.h's store_o_via_smem): staged in the tile's Q buffer,
-  // written by TMA stores; Params::o_via_smem says whether a call may (else the direct stores).
-  // Either way these kernels' epilogue, not the mainloop, releases Q's buffer.
-  static constexpr bool kStoreOViaSmem = kStoreOViaSmem_;
-  // Bytes a thread stores per instruction on the direct path: 4, 8 or 16 (fwd_tile_size.h's
-  // o_store_bytes; fwd_epilogue.h).
+  // Bytes a thread stores per instruction: 4, 8 or 16 (fwd_tile_size.h's o_store_bytes;
+  // fwd_epilogue.h).
   static constexpr int kOStoreBytes = kOStoreBytes_;
   static_assert(kOStoreBytes == 4 || kOStoreBytes == 8 || kOStoreBytes == 16);
   // One softmax exponential in kExp2FmaEvery on the FMA pipe instead of MUFU (0: none); see
@@ -152,10 +130,6 @@ struct FwdTraits {
       cute::make_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideVt{}),
       cute::take<0, 2>(SmemLayoutVt{}), cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
       cute::Int<kClusterM>{}));
-  using StoreO = FwdTmaStoreO<kStoreOViaSmem, Element, SmemLayoutAtomQ, ShapeQKV, StrideQKV>;
-  using TmaO = typename StoreO::Type;
-  using SmemLayoutOBox = typename StoreO::SmemLayoutBox;
-  static_assert(!kStoreOViaSmem || kHeadDim % 64 == 0, "O leaves in 64-column boxes");
   // Bytes each CTA receives per tile (out-of-bounds elements are zero-filled and counted); with a
   // cluster, a K/V tile's bytes arrive from every CTA's share of the multicast.
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
@@ -177,7 +151,6 @@ struct FwdTraits {
     TmaQ tma_q;
     TmaK tma_k;
     TmaV tma_v;
-    TmaO tma_o;         // (seqlen_q, head_dim, heads_q, batch) of O; used when o_via_smem
     ShapeQKV shape_q;   // (seqlen_q, head_dim, heads_q, batch)
     ShapeQKV shape_k;   // (seqlen_k, head_dim, heads_kv, batch)
     ShapeQKV shape_vt;  // (head_dim, seqlen_k, heads_kv, batch)
@@ -205,9 +178,6 @@ struct FwdTraits {
     int row_offset_mask;
     float softmax_scale;
     float scale_log2;
-    // kStoreOViaSmem kernels: O is 16-byte addressable (base, strides, head_dim) and dense in its
-    // rows' range, so TMA stores write it; false: the register direct stores (fwd_epilogue.h).
-    bool o_via_smem;
     // Varlen (null: dense): sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of the
     // total_q query rows (seqlen_q above is then the longest), its keys likewise; each tile reads
     // its sequence's lengths, first rows and row_offset (fwd_sequence.h).

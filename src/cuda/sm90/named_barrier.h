@@ -10,9 +10,6 @@ enum class FwdNamedBarrier : int {
   kWarpSchedulerWG1 = 0,  // ping-pong: warpgroup i waits on kWarpSchedulerWG1 + i before its GEMMs
   kWarpSchedulerWG2 = 1,
   kWarpSchedulerWG3 = 2,
-  kEpilogueWG1 = 3,  // O through shared memory: warpgroup i's rows are in smem (kEpilogueWG1 + i)
-  kEpilogueWG2 = 4,
-  kEpilogueWG3 = 5,
 };
 
 __forceinline__ __device__ void named_barrier_sync(int num_threads, FwdNamedBarrier id) {
