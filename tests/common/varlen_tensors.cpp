@@ -42,6 +42,8 @@ const std::vector<VarlenCase>& varlen_cases() {
       {"long_causal_d128", {700, 300, 1}, {700, 400, 9}, 2, 1, 128, true, -1, -1, 0.0f, true},
       {"dropout_all_options", {60, 0, 129, 17}, {90, 5, 129, 17}, 4, 2, 64, true, 20, -1, 1.5f, true, 0.17f},
       {"dropout", {37, 1, 130, 64}, {37, 1, 200, 64}, 2, 1, 128, false, -1, -1, 0.0f, false, 0.3f},
+      // GQA 4:1 (the sm90 backward's cluster split), empty and 1-token sequences, Sq != Sk both ways.
+      {"causal_gqa4_d128", {300, 1, 0, 129, 64}, {200, 7, 30, 129, 300}, 8, 2, 128, true},
   };
   return cases;
 }
