@@ -49,6 +49,9 @@ struct BwdBlock {
   int batch;
   int seqlen_q;  // the sequence's own lengths (varlen; the call's otherwise)
   int seqlen_k;
+  int row_q;      // its first rows in the packed tensors (varlen; 0 otherwise), for the producer
+  int row_k;
+  int tma_batch;  // the TMA tensors' batch coordinate (batch; 0 varlen)
   int m_block_min;
   int m_block_max;
   int head_begin;  // the query heads this CTA sweeps: the kv head's group, or its share of it
@@ -90,6 +93,9 @@ struct BwdMainloop {
     const BwdSequence seq(params, work.batch);
     b.seqlen_q = seq.seqlen_q;
     b.seqlen_k = seq.seqlen_k;
+    b.row_q = seq.row_q;
+    b.row_k = seq.row_k;
+    b.tma_batch = seq.tma_batch;
     const int heads_per_cta = params.group_size / params.kv_splits;
     b.head_begin = b.kv_head * params.group_size + (blockIdx.y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
@@ -116,11 +122,10 @@ struct BwdMainloop {
     Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});     // (N, d)
 
     // Varlen: the sequence's slices of the packed tensors (bwd_sequence.h).
-    const BwdSequence seq(params, blk.batch);
-    Tensor mK = domain_offset(make_coord(seq.row_k, _0{}),
-                              params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, seq.tma_batch));  // (seqlen_k, d)
-    Tensor mV = domain_offset(make_coord(seq.row_k, _0{}),
-                              params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, seq.tma_batch));  // (seqlen_k, d)
+    Tensor mK = domain_offset(make_coord(blk.row_k, _0{}),
+                              params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch));  // (seqlen_k, d)
+    Tensor mV = domain_offset(make_coord(blk.row_k, _0{}),
+                              params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch));  // (seqlen_k, d)
     Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
     Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
     auto [tKgK, tKsK] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
@@ -134,10 +139,10 @@ struct BwdMainloop {
     copy(params.tma_v.with(shared.barrier_kv), tVgV, tVsV);
 
     for (int head = blk.head_begin; head < blk.head_end; ++head) {
-      Tensor mQ = domain_offset(make_coord(seq.row_q, _0{}),
-                                params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, seq.tma_batch));  // (seqlen_q, d)
-      Tensor mdO = domain_offset(make_coord(seq.row_q, _0{}),
-                                 params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, seq.tma_batch));  // (seqlen_q, d)
+      Tensor mQ = domain_offset(make_coord(blk.row_q, _0{}),
+                                params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch));  // (seqlen_q, d)
+      Tensor mdO = domain_offset(make_coord(blk.row_q, _0{}),
+                                 params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch));  // (seqlen_q, d)
       Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));    // (M, d, m)
       Tensor gdO = local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (M, d, m)
       auto q_parts = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
