@@ -3,8 +3,8 @@
 //
 // Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv * kv_splits, batch)
 // in deterministic mode, where each CTA walks several key blocks. Varlen (bwd_sequence.h): the
-// default grid's x is the sequences' key-block slots (z = 1), and a CTA of an empty slot exits. kv_splits > 1 (GQA):
-// clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
+// default grid's x is the sequences' key-block slots (z = 1), and a CTA of an empty slot exits.
+// kv_splits > 1 (GQA): clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
 // distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
 // lane of its warp 0 issues every TMA and bulk copy (and with Traits::kDqWriter its warp 1 sends the
 // dQ partials: bwd_dq_writer.h); warpgroups 1 and 2 (consumers) take them.
