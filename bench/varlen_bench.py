@@ -55,11 +55,11 @@ def main():
     total, longest, batch = sum(lens), max(lens), len(lens)
     cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
     # What kernels=auto runs (dispatch.cu's table): on compute capability 9.0 with the sm90 family
-    # built, the sm90 forward for both and the sm90 backward for the dense twin only (its backward
-    # declares no varlen).
+    # built, the sm90 forward and backward for both (the sm90 backward serves varlen at d <= 128
+    # since session 11: sm90/bwd_sequence.h).
     hopper = torch.cuda.get_device_capability() == (9, 0) and "sm90" in flashcore.kernel_families
     fam = "sm90" if hopper else "sm80"
-    families = {"fwd": (fam, fam), "bwd": ("sm80", fam)}
+    families = {"fwd": (fam, fam), "bwd": (fam, fam)}
     forced = os.environ.get("FLASHCORE_KERNELS", "auto")
     if forced != "auto":  # the environment forces one family for every call
         families = {"fwd": (forced, forced), "bwd": (forced, forced)}

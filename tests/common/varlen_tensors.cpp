@@ -30,6 +30,14 @@ void put_rows(std::vector<double>* packed, const std::vector<double>& dense, std
   std::copy(dense.begin(), dense.end(), packed->begin() + begin * width);
 }
 
+// n lengths cycling through short ones (0 and 1 among them), the k lengths shifted by one step.
+std::vector<std::int32_t> many_short_lengths(int n, int shift) {
+  static constexpr std::int32_t kCycle[] = {17, 0, 129, 1, 64, 40, 3, 130, 9, 77, 128, 2};
+  std::vector<std::int32_t> lens(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) lens[static_cast<std::size_t>(i)] = kCycle[(i + shift) % 12];
+  return lens;
+}
+
 }  // namespace
 
 const std::vector<VarlenCase>& varlen_cases() {
@@ -42,10 +50,14 @@ const std::vector<VarlenCase>& varlen_cases() {
       {"long_causal_d128", {700, 300, 1}, {700, 400, 9}, 2, 1, 128, true, -1, -1, 0.0f, true},
       {"dropout_all_options", {60, 0, 129, 17}, {90, 5, 129, 17}, 4, 2, 64, true, 20, -1, 1.5f, true, 0.17f},
       {"dropout", {37, 1, 130, 64}, {37, 1, 200, 64}, 2, 1, 128, false, -1, -1, 0.0f, false, 0.3f},
-      // A narrow causal window with dropout: on an H100 the sm90 window kernel's 64 x 64 tile, with
-      // each sequence's causal row offset rounded to 16 rows for dropout's stream.
+      // A narrow causal window with dropout: on an H100 the sm90 window kernel, with each
+      // sequence's causal row offset rounded to 16 rows for dropout's stream.
       {"window_causal_dropout_d128", {300, 1, 700, 129}, {300, 60, 900, 129}, 2, 1, 128, true, 100, -1, 0.0f, false,
        0.2f},
+      // GQA 4:1 (the sm90 backward's cluster split), empty and 1-token sequences, Sq != Sk both ways.
+      {"causal_gqa4_d128", {300, 1, 0, 129, 64}, {200, 7, 30, 129, 300}, 8, 2, 128, true},
+      // 70 sequences: more than a warp's 32 offsets (the sm90 backward's slot search, bwd_sequence.h).
+      {"many_short", many_short_lengths(70, 0), many_short_lengths(70, 1), 2, 1, 64, true},
   };
   return cases;
 }

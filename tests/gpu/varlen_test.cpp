@@ -1,9 +1,10 @@
 // Variable-length batches on the GPU: the cases of tests/common/varlen_tensors.cpp, forward and
 // backward against the float64 reference run sequence by sequence, fp16 and bf16, with the offsets
-// in device memory. kernels=auto (on an H100: the sm90 forward, options and dropout included, then
-// the sm80 backward, which reads the sm90 forward's LSE), then the forward alone on each family this
-// build holds that serves the case (the sm90 forward: every case, on its option kernels where the
-// case has options).
+// in device memory. kernels=auto (on an H100: the sm90 forward, options and dropout included; the
+// sm90 backward at d <= 128 without options; with an option the sm80 backward, which reads the sm90
+// forward's LSE), then the forward alone on each family this build holds that serves the case (the
+// sm90 forward: every case, on its option kernels where the case has options), then the backward on
+// each family, in both modes (the sm90 backward: the cases without options).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -98,6 +99,48 @@ TEST_P(CudaVarlen, ForwardOnEachFamilyMatchesThePerSequenceReference) {
     ++families_run;
   }
   if (families_run == 0) GTEST_SKIP() << "no kernel family of this build serves this case's forward";
+}
+
+// The backward on each family with a kernel that serves the case (after a kernels=auto forward), in
+// the default and the deterministic mode (the sm90 backward walks key-block slots in the first,
+// each sequence's key blocks from a (slices, heads, sequences) grid in the second); a second
+// deterministic run must give the same bits.
+TEST_P(CudaVarlen, BackwardOnEachFamilyMatchesThePerSequenceReference) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  int runs = 0;
+  for (KernelFamily family : {KernelFamily::kSm80, KernelFamily::kSm90}) {
+    for (bool deterministic : {false, true}) {
+      VarlenTensors t(std::get<0>(GetParam()), std::get<1>(GetParam()));
+      DeviceVarlen dev(t);
+      BackwardParams bp = dev.on_device(t.backward_params(Backend::kCuda));
+      bp.dout = dev.dout.view(), bp.dq = dev.dq.view(), bp.dk = dev.dk.view(), bp.dv = dev.dv.view();
+      bp.kernels = family;
+      bp.deterministic = deterministic;
+      KernelFamily chosen = KernelFamily::kAuto;
+      if (!selected_kernels(bp, &chosen).ok()) continue;  // not in this build, GPU or for these options
+      SCOPED_TRACE(std::string(family == KernelFamily::kSm80 ? "kernels=sm80" : "kernels=sm90") +
+                   (deterministic ? ", deterministic" : ""));
+      ASSERT_TRUE(forward(dev.on_device(t.forward_params(Backend::kCuda))).ok());
+      Status status = backward(bp);
+      ASSERT_TRUE(status.ok()) << status.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      dev.out.download_into(t.out), dev.lse.download_into(t.lse);
+      dev.dq.download_into(t.dq), dev.dk.download_into(t.dk), dev.dv.download_into(t.dv);
+      for (const accuracy::Comparison& cmp : t.check()) EXPECT_TRUE(cmp.ok) << cmp.message;
+      if (deterministic) {
+        const std::vector<double> dq = t.dq.values(), dk = t.dk.values(), dv = t.dv.values();
+        for (DeviceMirror* m : {&dev.dq, &dev.dk, &dev.dv}) m->poison();
+        status = backward(bp);
+        ASSERT_TRUE(status.ok()) << status.message();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        dev.dq.download_into(t.dq), dev.dk.download_into(t.dk), dev.dv.download_into(t.dv);
+        EXPECT_TRUE(t.dq.values() == dq && t.dk.values() == dk && t.dv.values() == dv)
+            << "deterministic backward gave different bits on a second run";
+      }
+      ++runs;
+    }
+  }
+  if (runs == 0) GTEST_SKIP() << "no kernel family of this build serves this case's backward";
 }
 
 // On compute capability 9.0 with the sm90 forward built, kernels=auto runs varlen forwards there.

@@ -24,7 +24,8 @@ DTYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 #   options   the attention options its kernels serve (of OPTIONS); kernels=auto passes a problem
 #             that needs one to a row that has it, a forced family without it fails naming
 #             `kernels` (dispatch.cu). Absent: none.
-#   pass_options  pass -> options its kernels of that pass serve besides the family's "options".
+#   pass_options  pass -> options its kernels of that pass serve besides the family's "options": a
+#             list (every head dim of the pass), or option -> the head dims that serve it.
 #   pass_dtypes   pass -> the dtypes it is instantiated for (absent: every dtype of DTYPES).
 #   variants  pass -> variant -> {launcher, head_dims, options}: a second set of kernels of that
 #             pass, in files <pass>_<family>_<dtype>_hdim<d>_<variant>.cu, each a dispatch row of its
@@ -56,11 +57,12 @@ FAMILIES = {
         # CI time; issue 19's shape), d <= 128 served, the rest of its problems handed to the sm80 row.
         "passes": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 256], "decode": [128]},
         "pass_dtypes": {"decode": ["bf16"]},
-        # The plain kernels serve no option but the forward's varlen (a runtime path: sm90/fwd_sequence.h,
-        # tile_scheduler.h's FwdVarlenSlots); kernels=auto runs every backward with an option but
-        # dropout (varlen included), and forwards with options at d > 128, on sm80.
+        # The plain kernels serve no option but varlen (a runtime path: the forward's sm90/fwd_sequence.h
+        # and tile_scheduler.h's FwdVarlenSlots; the d <= 128 backward's sm90/bwd_sequence.h, not the
+        # d256 one, whose kernels are bwd_swapkv_*.h); kernels=auto runs every backward with an option
+        # but dropout (and varlen at d > 128), and forwards with options at d > 128, on sm80.
         "options": [],
-        "pass_options": {"fwd": ["varlen"]},
+        "pass_options": {"fwd": ["varlen"], "bwd": {"varlen": [64, 96, 128]}},
         # The forward's option kernels (sm90/fwd_score_options.h): window, softcap, ALiBi and
         # dropout as runtime data, and varlen (fwd_sequence.h: each sequence's causal row offset
         # rounded to 16 rows with dropout, as dense calls' are). Per file: the window kernel and the
@@ -89,9 +91,17 @@ template Status {launcher}<{element}, {head_dim}>(const {params}& params, cudaSt
 """
 
 
-def options_mask(family: dict, pass_: str = "") -> str:
+def pass_option_names(family: dict, pass_: str, head_dim=None) -> list:
+    """A pass's own options (pass_options): all of a list; of a dict, those naming head_dim (None: every head dim)."""
+    extra = family.get("pass_options", {}).get(pass_, [])
+    if isinstance(extra, dict):
+        return [name for name, dims in extra.items() if head_dim in dims]
+    return list(extra)
+
+
+def options_mask(family: dict, pass_: str = "", head_dim=None) -> str:
     """The options of a family's pass (or of a variant) as a C++ expression of dispatch.h's KernelOption bits."""
-    names = family.get("options", []) + family.get("pass_options", {}).get(pass_, [])
+    names = family.get("options", []) + pass_option_names(family, pass_, head_dim)
     unknown = [n for n in names if n not in OPTIONS]
     if unknown:
         raise SystemExit(f"unknown kernel options {unknown}; known: {list(OPTIONS)}")
@@ -113,6 +123,11 @@ def families_cmake() -> str:
             f'set(FLASHCORE_FAMILY_{name}_OPTIONS "{options_mask(f)}")',
         ]
         lines += [f'set(FLASHCORE_FAMILY_{name}_{pass_}_OPTIONS "{options_mask(f, pass_)}")' for pass_ in f["passes"]]
+        # Options that only some head dims of a pass serve: one line per head dim (CMake prefers it).
+        for pass_, extra in f.get("pass_options", {}).items():
+            if isinstance(extra, dict):
+                lines += [f'set(FLASHCORE_FAMILY_{name}_{pass_}_hdim{d}_OPTIONS "{options_mask(f, pass_, d)}")'
+                          for d in f["passes"][pass_]]
         for pass_, variants in f.get("variants", {}).items():
             for variant, v in variants.items():
                 lines += [

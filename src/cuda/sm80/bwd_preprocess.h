@@ -21,7 +21,11 @@ inline constexpr int kPreprocessRowsPerCta = 64;
 // reads 8 contiguous elements (16 bytes) of dO and O per step.
 // kZeroDqAccumCols > 0: the CTA also zeroes its rows of every dq_accum slice (rows of that many
 // floats), instead of a separate memset pass over the workspace (the sm90 family; sm80 memsets).
-template <typename Element, int kZeroDqAccumCols = 0>
+// kRowsReadRounding > 0: the main kernel reads a sequence's rows only up to its seqlen_q rounded up
+// to this (its query blocks), so a varlen CTA wholly past that writes nothing: each sequence's
+// rows are padded to max_seqlen_q, and zeroing the padding of short sequences cost as much as the
+// real rows (the sm90 family).
+template <typename Element, int kZeroDqAccumCols = 0, int kRowsReadRounding = 0>
 __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(const __grid_constant__ BwdParams params) {
   constexpr int kWarps = kPreprocessThreads / 32;
   constexpr int kVec = 8;
@@ -35,6 +39,10 @@ __global__ void __launch_bounds__(kPreprocessThreads) bwd_preprocess_kernel(cons
                     seq.row_q * params.do_strides.row + head * params.do_strides.head;
   const float* lse = params.lse + batch * params.lse_strides.batch + head * params.lse_strides.head + seq.row_q;
   const std::int64_t row_offset = (static_cast<std::int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
+  if constexpr (kRowsReadRounding > 0) {
+    const int rows_read = (seq.seqlen_q + kRowsReadRounding - 1) / kRowsReadRounding * kRowsReadRounding;
+    if (int(blockIdx.x) * kPreprocessRowsPerCta >= rows_read) return;
+  }
 
   if constexpr (kZeroDqAccumCols > 0) {
     static_assert(kZeroDqAccumCols % 4 == 0);

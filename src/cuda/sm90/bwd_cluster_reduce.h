@@ -78,10 +78,11 @@ struct BwdClusterReduce {
     float* buffer = reinterpret_cast<float*>(shared.q.data());
     // Both warpgroups' last products (which read Q, dO and dS) have retired.
     named_barrier_sync(Traits::kConsumerThreads, BwdNamedBarrier::kKvReduce);
+    const BwdSequence seq(params, blk.batch);  // varlen: the sequence's rows of the packed dK, dV
     Element* dv = static_cast<Element*>(params.dv) + blk.batch * params.dv_batch_stride +
-                  blk.kv_head * params.dv_head_stride;
+                  seq.row_k * params.dv_row_stride + blk.kv_head * params.dv_head_stride;
     Element* dk = static_cast<Element*>(params.dk) + blk.batch * params.dk_batch_stride +
-                  blk.kv_head * params.dk_head_stride;
+                  seq.row_k * params.dk_row_stride + blk.kv_head * params.dk_head_stride;
     pass(params, blk, buffer, thread_idx, tdVrdV, dv, params.dv_row_stride, 1.f);
     pass(params, blk, buffer, thread_idx, tdKrdK, dk, params.dk_row_stride, params.softmax_scale);
   }
@@ -120,7 +121,7 @@ struct BwdClusterReduce {
         x += load_cluster_smem(addr);
         y += load_cluster_smem(addr + Traits::kConsumerThreads * sizeof(float));
       }
-      if (row < params.seqlen_k && col < params.head_dim) {
+      if (row < blk.seqlen_k && col < params.head_dim) {
         *reinterpret_cast<ElementPair*>(out + row * row_stride + col) = ElementPair{Element(x * scale), Element(y * scale)};
       }
     }

@@ -18,11 +18,14 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/dq_accumulate.h"
+#include "cuda/common/seqlen.h"
 #include "cuda/params.h"
 
 namespace flashcore::cuda::sm90 {
 
-// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), Traits::kConsumerThreads threads.
+// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), Traits::kConsumerThreads threads. Varlen: batch is
+// the sequence, whose dq_accum rows are padded like a dense call's and whose dQ rows are its own
+// rows of the packed dq; a CTA past the sequence's query blocks exits.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
   using namespace cute;
@@ -39,6 +42,9 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
   const int m0 = blockIdx.x * kBlockM;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
+  const SeqlenInfo seq(params, batch);
+  if (m0 >= seq.seqlen_q) return;
+  const int seqlen_q = seq.seqlen_q;
 
   typename Traits::TiledMmadQ mma_dq;
   auto thr_dq = mma_dq.get_thread_slice(tid);
@@ -63,7 +69,8 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
   CUTE_UNROLL
   for (int i = 0; i < kFragElems; ++i) acc[i] *= params.softmax_scale;
 
-  Element* dq = static_cast<Element*>(params.dq) + batch * params.dq_strides.batch + head * params.dq_strides.head;
+  Element* dq = static_cast<Element*>(params.dq) + batch * params.dq_strides.batch + seq.row_q * params.dq_strides.row +
+                head * params.dq_strides.head;
   constexpr int kVec = 16 / int(sizeof(Element));  // elements in a 16-byte store
   const bool rows_vectorisable = reinterpret_cast<std::uintptr_t>(dq) % 16 == 0 && params.dq_strides.row % kVec == 0 &&
                                  params.head_dim % kVec == 0;
@@ -85,7 +92,7 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
     constexpr int kVecsPerRow = kHeadDim / kVec;
     for (int v = tid; v < kBlockM * kVecsPerRow; v += Traits::kConsumerThreads) {
       const int r = v / kVecsPerRow, col = v % kVecsPerRow * kVec;
-      if (m0 + r < params.seqlen_q && col < params.head_dim) {
+      if (m0 + r < seqlen_q && col < params.head_dim) {
         *reinterpret_cast<uint4*>(dq + (m0 + r) * params.dq_strides.row + col) =
             *reinterpret_cast<const uint4*>(&tile_dq[r * kRowElems + col]);
       }
@@ -96,13 +103,13 @@ __global__ void __launch_bounds__(Traits::kConsumerThreads) bwd_convert_dq_kerne
     CUTE_UNROLL
     for (int i = 0; i < kFragElems; ++i) {
       const int row = m0 + row_of(i), col = col_of(i);
-      if (row < params.seqlen_q && col < params.head_dim) dq[row * params.dq_strides.row + col] = Element(acc[i]);
+      if (row < seqlen_q && col < params.head_dim) dq[row * params.dq_strides.row + col] = Element(acc[i]);
     }
   } else {
     CUTE_UNROLL
     for (int i = 0; i < kFragElems; i += 2) {
       const int row = m0 + row_of(i), col = col_of(i);
-      if (row < params.seqlen_q && col < params.head_dim) {
+      if (row < seqlen_q && col < params.head_dim) {
         *reinterpret_cast<ElementPair*>(dq + row * params.dq_strides.row + col) = ElementPair{Element(acc[i]), Element(acc[i + 1])};
       }
     }

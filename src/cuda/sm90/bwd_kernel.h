@@ -2,8 +2,9 @@
 // per CTA. No math here: bwd_mainloop.h computes, bwd_epilogue.h writes dK and dV.
 //
 // Grid (n_blocks, heads_kv * kv_splits, batch), or (dq_accum slices, heads_kv * kv_splits, batch)
-// in deterministic mode, where each CTA walks several key blocks. kv_splits > 1 (GQA):
-// clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
+// in deterministic mode, where each CTA walks several key blocks. Varlen (bwd_sequence.h): the
+// default grid's x is the sequences' key-block slots (z = 1), and a CTA of an empty slot exits.
+// kv_splits > 1 (GQA): clusters of (1, kv_splits, 1) CTAs split a kv head's query heads and sum dK/dV through
 // distributed shared memory (bwd_cluster_reduce.h). Warpgroup 0 (producer) gives registers back and one elected
 // lane of its warp 0 issues every TMA and bulk copy (and with Traits::kDqWriter its warp 1 sends the
 // dQ partials: bwd_dq_writer.h); warpgroups 1 and 2 (consumers) take them.
@@ -44,6 +45,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   extern __shared__ char smem[];
   SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem);
 
+  // Varlen: a CTA of an empty key-block slot exits (whole warps: the slot search is warp-wide). The
+  // CTAs of a cluster share blockIdx.x and z, so they exit together. Each warpgroup finds its work
+  // again below, after setmaxnreg: a value live across the role split is held within the
+  // producer's 24 registers, and ptxas spilled it (and reloaded it in the consumers' loop).
+  if (kSingleBlock && bwd_is_varlen(params)) {
+    const BwdWork work = BwdWork::of<Traits::kBlockN>(params, true);
+    if (work.first_n_block >= work.n_blocks) return;
+  }
+
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warp_group = cutlass::canonical_warp_group_idx();
   const bool lane_predicate = cute::elect_one_sync();
@@ -63,35 +73,37 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  // Key blocks blockIdx.x, blockIdx.x + gridDim.x, ... (one unless deterministic).
-  const int num_iterations =
-      kSingleBlock ? 1 : (params.n_blocks - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  // Key blocks first_n_block, first_n_block + gridDim.x, ... (one unless deterministic).
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    const BwdWork work = BwdWork::of<Traits::kBlockN>(params, kSingleBlock);
+    const int num_iterations = kSingleBlock ? 1 : work.iterations();
     typename Mainloop::State q_state, do_state;
     // Warp 0's elected lane loads; with Traits::kDqWriter, warp 1 sends the dQ partials.
     constexpr bool kWriter = Traits::kDqWriter;
     if (kWriter && warp_idx == 1) DqWriter::begin();
     if constexpr (kKvSplit) {
       for (int it = 0; it < num_iterations; ++it) {
-        if (warp_idx == 0 && lane_predicate) Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
-        if (kWriter && warp_idx == 1) DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
+        if (warp_idx == 0 && lane_predicate) Mainloop::load(params, shared, Mainloop::block_of(params, work, it), q_state, do_state);
+        if (kWriter && warp_idx == 1) DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, work, it));
         // The producer warpgroup's part of the cluster sum: it joins the cluster barriers, and the
         // next key block's loads (into the tiles the sum reads) wait for the last one.
         BwdClusterReduce<Traits>::join();
       }
     } else if (warp_idx == 0 && lane_predicate) {
       for (int it = 0; it < num_iterations; ++it) {
-        Mainloop::load(params, shared, Mainloop::block_of(params, it), q_state, do_state);
+        Mainloop::load(params, shared, Mainloop::block_of(params, work, it), q_state, do_state);
       }
     } else if (kWriter && warp_idx == 1) {
       for (int it = 0; it < num_iterations; ++it) {
-        DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, it));
+        DqWriter::write_block(params, shared.dq_stage.data(), Mainloop::block_of(params, work, it));
       }
     }
     if (kWriter && warp_idx == 1) DqWriter::end();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    const BwdWork work = BwdWork::of<Traits::kBlockN>(params, kSingleBlock);
+    const int num_iterations = kSingleBlock ? 1 : work.iterations();
     const int thread_idx = int(threadIdx.x) - 128;
     typename Traits::TiledMmadKV mma_dkv;
     typename Mainloop::State q_state, do_state;
@@ -102,7 +114,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_kernel(CUTE_GRID_CONS
       // its additions in one fixed order, which deterministic mode needs (bwd_dq_accum.h).
       // (With the dQ writer warp, the writer orders them: bwd_dq_writer.h.)
       if (!kSingleBlock && !Traits::kDqWriter && it > 0) dq_bulk_drain(thread_idx % 32);
-      const BwdBlock blk = Mainloop::block_of(params, it);
+      const BwdBlock blk = Mainloop::block_of(params, work, it);
       cute::Tensor tdVrdV = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       cute::Tensor tdKrdK = cute::partition_fragment_C(mma_dkv, typename Traits::ShapedKV{});  // (MMA, MMA_N, MMA_d)
       Mainloop::mma(params, shared, blk, thread_idx, q_state, do_state, ds_buf, tdVrdV, tdKrdK);

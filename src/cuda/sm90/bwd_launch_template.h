@@ -22,6 +22,7 @@
 #include "cuda/sm90/cluster_launch.h"
 #include "cuda/sm90/bwd_kernel.h"
 #include "cuda/sm90/bwd_launch.h"
+#include "cuda/sm90/bwd_sequence.h"
 #include "cuda/sm90/bwd_tile_size.h"
 #include "cuda/sm90/bwd_traits.h"
 
@@ -33,9 +34,10 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   // The descriptors carry the real head_dim: TMA zero-fills columns past it, as it does rows
-  // past seqlen.
-  auto shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
-  auto shape_k = make_shape(p.seqlen_k, p.head_dim, p.heads_kv, p.batch);
+  // past seqlen. Varlen: one batch of the packed rows (bwd_sequence.h places each sequence in it).
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  auto shape_q = make_shape(varlen ? p.total_q : p.seqlen_q, p.head_dim, p.heads_q, varlen ? 1 : p.batch);
+  auto shape_k = make_shape(varlen ? p.total_k : p.seqlen_k, p.head_dim, p.heads_kv, varlen ? 1 : p.batch);
   auto gmem = [](const void* ptr, auto shape, TensorStrides s) {
     return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), shape, make_stride(s.row, _1{}, s.head, s.batch));
   };
@@ -80,6 +82,15 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
     params.dropout_keep_max = p.dropout_keep_max;
     params.dropout_scale = p.dropout_scale;
   }
+  if constexpr (BwdParamsHaveVarlen<typename Traits::Params>::value) {
+    if (varlen) {
+      params.cu_seqlens_q = p.cu_seqlens_q;
+      params.cu_seqlens_k = p.cu_seqlens_k;
+      params.total_q = p.total_q;
+      params.total_k = p.total_k;
+    }
+    params.batch = p.batch;
+  }
   return params;
 }
 
@@ -93,10 +104,11 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
 // 4k/8k): in the default mode 2 CTAs a group beat 4 in 7 of 8 cells (+11 to +15 % at 8k, -2 to
 // +11 % at 4k) and no split by -1 to +32 %; in deterministic mode (a grid of about one wave) 4
 // beat 2 by 1-8 %. Groups of 16 and more keep 4 below 4 waves (not measured).
-inline int bwd_kv_splits(const BwdParams& p, int columns) {
+// `columns` x `depth` is the grid's x and z (depth -1: batch; varlen's default grid: slots x 1).
+inline int bwd_kv_splits(const BwdParams& p, int columns, int depth = -1) {
   if (p.forced_kv_splits > 0) return p.forced_kv_splits;
   if (p.group_size < 2) return 1;
-  const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * p.batch;
+  const std::int64_t ctas = static_cast<std::int64_t>(columns) * p.heads_kv * (depth < 0 ? p.batch : depth);
   const std::int64_t wave = p.device.sm_count > 0 ? p.device.sm_count : 132;
   const bool four_pay = p.deterministic || p.group_size >= 16;
   if (four_pay && p.group_size % 4 == 0 && ctas < 4 * wave) return 4;
@@ -161,8 +173,13 @@ template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  const int columns = kSingleBlock ? params.n_blocks : p.num_splits;
-  params.kv_splits = bwd_kv_splits(p, columns);
+  // Varlen, default mode: x walks the sequences' key-block slots (bwd_sequence.h), z is 1;
+  // deterministic mode keeps (slices, ., sequences).
+  const bool slots = kSingleBlock && p.cu_seqlens_q != nullptr;
+  const int columns =
+      slots ? BwdWork::slots(p.total_k, p.batch, Traits::kBlockN) : kSingleBlock ? params.n_blocks : p.num_splits;
+  const int depth = slots ? 1 : p.batch;
+  params.kv_splits = bwd_kv_splits(p, columns, depth);
   const Status valid = check_kv_splits(p, params.kv_splits);
   if (!valid.ok()) return valid;
   auto split_kernel = &bwd_kernel<Traits, kSingleBlock, /*kKvSplit=*/true>;
@@ -171,7 +188,7 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     if (!opted_in.ok()) return opted_in;
     if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
   }
-  const dim3 grid(columns, p.heads_kv * params.kv_splits, p.batch);
+  const dim3 grid(columns, p.heads_kv * params.kv_splits, depth);
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);
@@ -204,6 +221,12 @@ Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch
   if (p.has_dropout && !Traits::kDropout) {
     return Status::NotSupported("flashcore::backward: dropout_p: this sm90 backward kernel has no dropout");
   }
+  // Varlen in the d <= 128 plain kernels only (bwd_sequence.h; generate.py's per-head-dim options):
+  // dropout's stream and the d > 128 kernels' Params are dense-only.
+  if (p.cu_seqlens_q != nullptr && (p.has_dropout || !BwdParamsHaveVarlen<typename Traits::Params>::value)) {
+    return Status::NotSupported("flashcore::backward: cu_seqlens_q: this sm90 backward kernel serves no variable-length "
+                                "batches with dropout or at head_dim > 128");
+  }
   if (p.device.max_smem_per_block != 0 && p.device.max_smem_per_block < Traits::kSmemBytes) {
     return Status::NotSupported("flashcore::backward: the sm90 backward kernel for head_dim " +
                                 std::to_string(p.head_dim) + " needs " + std::to_string(Traits::kSmemBytes) +
@@ -214,7 +237,7 @@ Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch
   // one pass less than a memset, which took 41 us of a 1.5 ms d128 backward on the H100
   // (docs/tuning/backward_sm90.md, run 5).
   const dim3 preprocess_grid(p.seqlen_q_rounded / sm80::kPreprocessRowsPerCta, p.heads_q, p.batch);
-  sm80::bwd_preprocess_kernel<typename Traits::Element, Traits::kHeadDim>
+  sm80::bwd_preprocess_kernel<typename Traits::Element, Traits::kHeadDim, kBwdSeqlenQRounding>
       <<<preprocess_grid, sm80::kPreprocessThreads, 0, stream>>>(p);
   FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
 

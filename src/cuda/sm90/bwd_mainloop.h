@@ -33,20 +33,26 @@
 #include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_dropout.h"
 #include "cuda/sm90/bwd_named_barrier.h"
+#include "cuda/sm90/bwd_sequence.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/wgmma.h"
 
 namespace flashcore::cuda::sm90 {
 
-// A key block of the CTA and the query range it sweeps. A CTA owns key blocks blockIdx.x,
-// blockIdx.x + gridDim.x, ...: one in the default grid (gridDim.x = n_blocks), several in
-// deterministic mode (gridDim.x = dq_accum slices).
+// A key block of the CTA and the query range it sweeps. A CTA owns key blocks first_n_block,
+// first_n_block + gridDim.x, ... of its sequence (BwdWork, bwd_sequence.h): one in the default grid,
+// several in deterministic mode (gridDim.x = dq_accum slices).
 struct BwdBlock {
   int iteration;  // key blocks this CTA handled before (the phase of barrier_kv / barrier_kv_empty)
   int n_block;
   int kv_head;
   int batch;
+  int seqlen_q;  // the sequence's own lengths (varlen; the call's otherwise)
+  int seqlen_k;
+  int row_q;      // its first rows in the packed tensors (varlen; 0 otherwise), for the producer
+  int row_k;
+  int tma_batch;  // the TMA tensors' batch coordinate (batch; 0 varlen)
   int m_block_min;
   int m_block_max;
   int head_begin;  // the query heads this CTA sweeps: the kv head's group, or its share of it
@@ -77,17 +83,28 @@ struct BwdMainloop {
     }
   }
 
+  // The mask of the block's sequence (causal bottom-right per sequence when varlen).
+  __forceinline__ __device__ static AttentionMask mask_of(BwdBlock const& blk) {
+    return AttentionMask{blk.seqlen_q, blk.seqlen_k, Traits::kIsCausal};
+  }
+  // The call's mask (dense calls; the d > 128 kernels).
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
     return AttentionMask{params.seqlen_q, params.seqlen_k, Traits::kIsCausal};
   }
-
+  // Dense calls' grid (the d > 128 kernels).
   __forceinline__ __device__ static BwdBlock block_of(Params const& params, int iteration) {
     // Block 0 sweeps the most query blocks when causal: launched first.
     return block_at(params, iteration, blockIdx.x + iteration * gridDim.x, blockIdx.y, blockIdx.z);
   }
 
-  // Key block n_block of grid row y (kv head * kv_splits + the CTA's share of its group) and batch;
-  // block_of's coordinates, or a reordered grid's (bwd_tile_order.h).
+  // The d <= 128 kernels' grid: the CTA's work (BwdWork: a dense call's batch, or a varlen
+  // call's sequence and its key blocks).
+  __forceinline__ __device__ static BwdBlock block_of(Params const& params, BwdWork const& work, int iteration) {
+    return block_at(params, iteration, work.first_n_block + iteration * gridDim.x, blockIdx.y, work.batch);
+  }
+
+  // Key block n_block of grid row y (kv head * kv_splits + the CTA's share of its group) and batch
+  // (a varlen call's sequence); block_of's coordinates, or a reordered grid's (bwd_tile_order.h).
   __forceinline__ __device__ static BwdBlock block_at(Params const& params, int iteration, int n_block, int y,
                                                       int batch) {
     BwdBlock b;
@@ -95,15 +112,22 @@ struct BwdMainloop {
     b.n_block = n_block;
     b.kv_head = y / params.kv_splits;
     b.batch = batch;
+    const BwdSequence seq(params, batch);
+    b.seqlen_q = seq.seqlen_q;
+    b.seqlen_k = seq.seqlen_k;
+    b.row_q = seq.row_q;
+    b.row_k = seq.row_k;
+    b.tma_batch = seq.tma_batch;
     const int heads_per_cta = params.group_size / params.kv_splits;
     b.head_begin = b.kv_head * params.group_size + (y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
-    b.m_block_min = mask_of(params).m_block_min(b.n_block * kBlockN, kBlockM);
-    b.m_block_max = (params.seqlen_q + kBlockM - 1) / kBlockM;
+    b.m_block_min = mask_of(b).m_block_min(b.n_block * kBlockN, kBlockM);
+    b.m_block_max = (b.seqlen_q + kBlockM - 1) / kBlockM;
     return b;
   }
 
-  // Row offset of (batch, query head) in lse_log2, dsum and dq_accum (rows of seqlen_q_rounded).
+  // Row offset of (batch, query head) in lse_log2, dsum and dq_accum (rows of seqlen_q_rounded;
+  // varlen: batch is the sequence, its rows padded like a dense call's).
   __forceinline__ __device__ static int64_t row_stat_offset(Params const& params, int batch, int head) {
     return (static_cast<int64_t>(batch) * params.heads_q + head) * params.seqlen_q_rounded;
   }
@@ -119,8 +143,11 @@ struct BwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});     // (N, d)
     Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});     // (N, d)
 
-    Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.batch);  // (seqlen_k, d)
-    Tensor mV = params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.batch);  // (seqlen_k, d)
+    // Varlen: the sequence's slices of the packed tensors (bwd_sequence.h).
+    Tensor mK = domain_offset(make_coord(blk.row_k, _0{}),
+                              params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch));  // (seqlen_k, d)
+    Tensor mV = domain_offset(make_coord(blk.row_k, _0{}),
+                              params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch));  // (seqlen_k, d)
     Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
     Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
     auto [tKgK, tKsK] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
@@ -134,8 +161,10 @@ struct BwdMainloop {
     copy(params.tma_v.with(shared.barrier_kv), tVgV, tVsV);
 
     for (int head = blk.head_begin; head < blk.head_end; ++head) {
-      Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);    // (seqlen_q, d)
-      Tensor mdO = params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.batch);  // (seqlen_q, d)
+      Tensor mQ = domain_offset(make_coord(blk.row_q, _0{}),
+                                params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch));  // (seqlen_q, d)
+      Tensor mdO = domain_offset(make_coord(blk.row_q, _0{}),
+                                 params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch));  // (seqlen_q, d)
       Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));    // (M, d, m)
       Tensor gdO = local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(_, _0{}));  // (M, d, m)
       auto q_parts = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
@@ -220,7 +249,7 @@ struct BwdMainloop {
     Tensor tdKrdS = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_N, M/16)
     Tensor tdSrdS = make_tensor(tdKrdS.data(), tSrS.layout());                    // the same, accumulator-shaped
 
-    const AttentionMask mask = mask_of(params);
+    const AttentionMask mask = mask_of(blk);
     const int n0 = blk.n_block * kBlockN;
     const int warp = thread_idx / 32;
     const int lane = thread_idx % 32;

@@ -200,6 +200,14 @@ struct BwdTraits {
     uint32_t dropout_offset = 0;
     uint32_t dropout_keep_max = 0;
     float dropout_scale = 1.0f;  // 1 / (1 - p)
+    // Variable-length batches (bwd_sequence.h; params.h): null dense. Then shape_q / shape_k are the
+    // packed (total, d, heads, 1) tensors, seqlen_q / seqlen_k the max_seqlen bounds, batch the
+    // sequences, and the default grid's x the key-block slots.
+    int const* cu_seqlens_q = nullptr;
+    int const* cu_seqlens_k = nullptr;
+    int total_q = 0;
+    int total_k = 0;
+    int batch = 0;
   };
 };
 
