@@ -137,9 +137,15 @@ def families_cmake() -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_if_changed(path: Path, text: str) -> None:
+    """Leaves a file whose text is already right untouched, so running this script does not make
+    every instantiation look new to the build (a full CUDA rebuild)."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
 def main() -> None:
-    for old in HERE.glob("*.cu"):
-        old.unlink()
+    files = {}
     for family, f in FAMILIES.items():
         for pass_, head_dims in f["passes"].items():
             launcher, params = LAUNCHERS[pass_]
@@ -147,18 +153,23 @@ def main() -> None:
                 if dtype not in f.get("pass_dtypes", {}).get(pass_, DTYPES):
                     continue
                 for head_dim in head_dims:
-                    text = TEMPLATE.format(family=family, pass_=pass_, launcher=launcher, element=element,
-                                           head_dim=head_dim, params=params)
-                    (HERE / f"{pass_}_{family}_{dtype}_hdim{head_dim}.cu").write_text(text)
+                    files[f"{pass_}_{family}_{dtype}_hdim{head_dim}.cu"] = TEMPLATE.format(
+                        family=family, pass_=pass_, launcher=launcher, element=element, head_dim=head_dim,
+                        params=params)
         for pass_, variants in f.get("variants", {}).items():
             params = LAUNCHERS[pass_][1]
             for variant, v in variants.items():
                 for dtype, element in DTYPES.items():
                     for head_dim in v["head_dims"]:
-                        text = TEMPLATE.format(family=family, pass_=pass_, launcher=v["launcher"], element=element,
-                                               head_dim=head_dim, params=params)
-                        (HERE / f"{pass_}_{family}_{dtype}_hdim{head_dim}_{variant}.cu").write_text(text)
-    (HERE / "families.cmake").write_text(families_cmake())
+                        files[f"{pass_}_{family}_{dtype}_hdim{head_dim}_{variant}.cu"] = TEMPLATE.format(
+                            family=family, pass_=pass_, launcher=v["launcher"], element=element,
+                            head_dim=head_dim, params=params)
+    for old in HERE.glob("*.cu"):
+        if old.name not in files:
+            old.unlink()
+    for name, text in files.items():
+        write_if_changed(HERE / name, text)
+    write_if_changed(HERE / "families.cmake", families_cmake())
 
 
 if __name__ == "__main__":
