@@ -34,7 +34,7 @@ struct ClusterDecodeTraits : Base {
 };
 
 // CTAs a SM the shared memory allows (228 KB a SM on sm90, 1 KB of it reserved a CTA), asked of ptxas
-// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; the A/B CTAs (v10):
+// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; dev/sm90_decode's A/B CTAs (v10):
 // 12 warps at 2 stages (196 KB) 1, 4 warps at 3 stages and 6 at 2 (100 KB) 2 (<= 170 registers for
 // 384 threads).
 template <class Traits>
