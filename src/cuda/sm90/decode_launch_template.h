@@ -47,28 +47,24 @@ inline ClusterDecode cluster_decode_mode() {
   return mode;
 }
 
-// What the driver says of decode_cluster_kernel<Traits> on one device, asked once: the opt-ins
-// (dynamic shared memory above 48 KB, the non-portable cluster size 16) set, and how many clusters
-// of each size it holds at once. The statics belong to this instantiation, i.e. to one kernel (one
-// CTA shape). The opt-in flag records which kernel it was set for, because the dynamic linker
-// unifies such statics across shared libraries (fwd_launch_template.h says more): a second copy of
-// the library then sets its own kernel's opt-ins once more (the cluster counts, of the same kernel
-// code and shared memory, hold for both).
+// What the driver says of decode_cluster_kernel<Traits> on one device, asked once (the statics
+// belong to this instantiation: one kernel, one CTA shape): the opt-ins (dynamic shared memory above
+// 48 KB, the non-portable cluster size 16), set through common/decode_grid.h's DecodeKernelOnDevice,
+// and how many clusters of each size the device holds at once.
 template <class Traits>
 class ClusterDecodeDevice {
  public:
-  static constexpr int kTrackedDevices = 64;  // devices past these ask the driver on every call
+  static constexpr int kTrackedDevices = DecodeKernelOnDevice<Traits>::kTrackedDevices;
 
-  // Sets the opt-ins once for `device`.
+  static auto kernel() { return &decode_cluster_kernel<Traits>; }
+
   static Status prepare(int device) {
-    const void* const id = kernel_id();
-    const bool tracked = device >= 0 && device < kTrackedDevices;
-    if (tracked && prepared_[device].load(std::memory_order_acquire) == id) return Status::Ok();
-    FLASHCORE_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    if (tracked) prepared_[device].store(id, std::memory_order_release);
-    return Status::Ok();
+    return DecodeKernelOnDevice<Traits>::set_up(kernel(), device, [] {
+      FLASHCORE_CUDA_RETURN_IF_ERROR(
+          cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      return Status::Ok();
+    });
   }
 
   // Clusters of `size` CTAs (1 to kMaxClusterSplits) resident at once on `device` (after prepare).
@@ -87,11 +83,7 @@ class ClusterDecodeDevice {
     return Status::Ok();
   }
 
-  static auto kernel() { return &decode_cluster_kernel<Traits>; }
-
  private:
-  static const void* kernel_id() { return reinterpret_cast<const void*>(kernel()); }
-  static inline std::atomic<const void*> prepared_[kTrackedDevices] = {};
   static inline std::atomic<int> resident_[kTrackedDevices][kMaxClusterSplits + 1] = {};  // value + 1; 0: not asked
 };
 
