@@ -113,22 +113,25 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   FLASHCORE_RETURN_IF_ERROR(decode_grid<Traits>(params, Device::kernel(), kMaxClusterSplits, &grid));
   int num_splits = grid.num_splits;
   if (auto_mode && num_splits == 1) return params.fallback(params, stream);  // no merge to save
-  int clusters = 0;
-  FLASHCORE_RETURN_IF_ERROR(Device::resident_clusters(device, num_splits, &clusters));
   if (auto_mode) {
     // One wave of clusters or none: the heuristic counted SM slots, but a cluster needs its CTAs in
     // one GPC, so fewer clusters fit than slots / size (v9: the H100 holds 7 clusters of 16, 15 of
     // 8, 22 of 5 at one CTA a SM). Batch 1 (8 clusters of 16) took two waves: 33.1 us against
     // sm80's 20.4. Only single-wave grids were measured faster (batch 8: 64 clusters of 2, 66 fit).
+    int clusters = 0;
+    FLASHCORE_RETURN_IF_ERROR(Device::resident_clusters(device, num_splits, &clusters));
     if (grid.base_ctas > clusters) return params.fallback(params, stream);
   } else {
     // The kernel runs whatever the split count; a cluster that cannot be placed at all would fail at
     // launch, after the append had written the cache, so take smaller clusters (any count is right).
-    while (clusters == 0 && num_splits > 1) {
-      num_splits /= 2;
-      FLASHCORE_RETURN_IF_ERROR(Device::resident_clusters(device, num_splits, &clusters));
-    }
-    if (clusters == 0) {
+    Status query = Status::Ok();
+    num_splits = cluster_splits_that_fit(num_splits, [&](int size) {
+      int clusters = 0;
+      query = Device::resident_clusters(device, size, &clusters);
+      return query.ok() ? clusters : -1;
+    });
+    FLASHCORE_RETURN_IF_ERROR(query);
+    if (num_splits == 0) {
       return Status::NotSupported("flashcore::forward_kvcache: kernels: this GPU cannot hold one CTA of the sm90 "
                                   "cluster decode kernel (" + std::to_string(kSmem) +
                                   " bytes of shared memory); use kernels=auto or kernels=sm80");
