@@ -236,8 +236,9 @@ def main():
     parser.add_argument("--ab", default="",
                         help="V1,V2,..: also time the contiguous and paged rows of --ab-batches with "
                              "FLASHCORE_DECODE_AB=V (builds with FLASHCORE_DECODE_AB_VARIANTS; graph replay only; "
-                             "on sm90, 'sm80' keeps every call off the cluster kernel and 'cluster' puts every "
-                             "call on it)")
+                             "on sm90, with dev/sm90_decode/ab_variants.patch applied, 'sm80' keeps every call off "
+                             "the cluster kernel, 'cluster' puts every call on it, and 'cluster4w' / 'cluster6w' / "
+                             "'cluster12w' run the other cluster CTAs)")
     parser.add_argument("--ab-batches", default="1,8")
     args = parser.parse_args()
 

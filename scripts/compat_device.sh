@@ -5,6 +5,7 @@
 #   2. the Python KV-cache, varlen (paged block_table on CUDA: src/cuda/paged_kv.cu) and error tests;
 #   3. flash_attn 2.x's own tests/test_flash_attn.py through scripts/fa_compat, a 0.002 sample
 #      (seed 0, the dcd0131 run's), expected to fail only flash_attn's private entry points (2).
+#      FA_FRACTION / FA_SEED / FA_BUDGET (s; past it the rest skip, saying so) change the sample.
 # Usage, from the tree's root on a GPU machine, with ../.carry beside it (CUTLASS, googletest):
 #   BUILD=build/sm90-sm90a FA_TEST=../.fa_test/test_flash_attn.py bash scripts/compat_device.sh
 # BUILD names an existing CUDA build (library and GPU tests built); without it this builds the
@@ -34,7 +35,11 @@ grep -E "^\[  FAILED  \].*\(|tests ran|PASSED" "$out/gpu_kvcache_varlen.log" | h
 echo "=== Python: KV cache, varlen (paged), errors"
 PYTHONPATH=python timeout 300 python3 -m pytest -q python/tests/test_kvcache.py python/tests/test_varlen.py \
   python/tests/test_errors.py 2>&1 | tail -15 || status=1
-echo "=== flash_attn's tests: 0.002 sample, seed 0"
-timeout 420 python3 scripts/fa_compat/run_sample.py "${FA_TEST:-.fa_test/test_flash_attn.py}" --fraction 0.002 --seed 0 \
-  --out "$out" 2>&1 | tail -30
+fraction="${FA_FRACTION:-0.002}"
+seed="${FA_SEED:-0}"
+budget=()
+[ -n "${FA_BUDGET:-}" ] && budget=(--budget "$FA_BUDGET")
+echo "=== flash_attn's tests: $fraction sample, seed $seed"
+timeout 420 python3 scripts/fa_compat/run_sample.py "${FA_TEST:-.fa_test/test_flash_attn.py}" --fraction "$fraction" \
+  --seed "$seed" "${budget[@]}" --out "$out" 2>&1 | tail -30
 exit $status

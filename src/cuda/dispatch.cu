@@ -107,10 +107,12 @@ std::string option_names(unsigned bits) {
 // the fewest options (a family's plain kernels before its option kernels, generate.py's "variants").
 template <class Kernel, std::size_t N>
 Status select_kernel(const char* function, const Kernel (&table)[N], const detail::AttentionProblem& p,
-                     KernelFamily requested, const DeviceInfo& device, const Kernel** kernel) {
+                     KernelFamily requested, const DeviceInfo& device, const Kernel** kernel,
+                     KernelFamily* resolved = nullptr) {
   *kernel = nullptr;
   KernelFamily family = KernelFamily::kAuto;
   if (Status s = resolve_family(function, requested, &family); !s.ok()) return s;
+  if (resolved != nullptr) *resolved = family;
   if (Status s = check_kernel_limits(function, p); !s.ok()) return s;
   const unsigned needed = problem_options(p);
   bool family_serves_device = false;
@@ -181,8 +183,8 @@ Status resolve_kernel_family(const char* function, KernelFamily requested, Kerne
 }
 
 Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
-                            const DeviceInfo& device, const DecodeKernel** kernel) {
-  return select_kernel(function, kDecodeKernels, p, requested, device, kernel);
+                            const DeviceInfo& device, const DecodeKernel** kernel, KernelFamily* resolved) {
+  return select_kernel(function, kDecodeKernels, p, requested, device, kernel, resolved);
 }
 
 unsigned problem_options(const detail::AttentionProblem& p) {

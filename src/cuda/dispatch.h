@@ -81,8 +81,9 @@ struct CompiledKernels {
   std::size_t backward_count;
 };
 CompiledKernels compiled_kernels();
+// `resolved` (if not null): the family the call asked for, as resolve_kernel_family gives it.
 Status select_decode_kernel(const char* function, const detail::AttentionProblem& p, KernelFamily requested,
-                            const DeviceInfo& device, const DecodeKernel** kernel);
+                            const DeviceInfo& device, const DecodeKernel** kernel, KernelFamily* resolved = nullptr);
 // The family a call asked for: `requested`, or for kAuto the one FLASHCORE_KERNELS forces (kAuto if none).
 Status resolve_kernel_family(const char* function, KernelFamily requested, KernelFamily* family);
 

@@ -4,7 +4,10 @@
 // DecodeParams and launches the decode kernels dispatch.cu picks. And the copy of the index tensors
 // to the host for the API's checks.
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "api/cuda_backend.h"
 #include "cuda/common/cuda_check.h"
@@ -31,6 +34,23 @@ Status copy_vector(const TensorView& t, std::vector<std::int32_t>* out, cudaStre
   out->resize(static_cast<size_t>(t.shape[0]));
   for (std::int64_t i = 0; i < t.shape[0]; ++i) (*out)[i] = raw[i * t.stride[0]];
   return Status::Ok();
+}
+
+// The sm80 decode row kernels=sm80 would pick for `a` (null: none in this build), looked up once
+// per (device, dtype, head dim, options): the only parts of the problem the choice depends on once
+// the problem passed the same dispatch's limits for the newer family (a decode call is a few us,
+// issue 14's latency regime).
+DecodeLauncher sm80_decode_fallback(const detail::AttentionProblem& a, const DeviceInfo& device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, std::int64_t, unsigned>, DecodeLauncher> rows;
+  const auto key = std::make_tuple(device.ordinal, static_cast<int>(a.dtype), a.head_dim, problem_options(a));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = rows.find(key); found != rows.end()) return found->second;
+  const DecodeKernel* older = nullptr;
+  const DecodeLauncher launch =
+      select_decode_kernel(kFn, a, KernelFamily::kSm80, device, &older).ok() ? older->launch : nullptr;
+  rows.emplace(key, launch);
+  return launch;
 }
 
 }  // namespace
@@ -87,7 +107,8 @@ Status launch_decode(const KvCacheParams& params, const detail::KvCacheProblem& 
     return Status::NotSupported(std::string(kFn) + ": q: batch and heads_kv x row blocks must be at most 65535");
   }
   const DecodeKernel* kernel = nullptr;
-  FLASHCORE_RETURN_IF_ERROR(select_decode_kernel(kFn, a, params.kernels, device, &kernel));
+  KernelFamily asked = KernelFamily::kAuto;  // kernels, or the family FLASHCORE_KERNELS forces
+  FLASHCORE_RETURN_IF_ERROR(select_decode_kernel(kFn, a, params.kernels, device, &kernel, &asked));
 
   DecodeParams kp;
   static_cast<ProblemParams&>(kp) = problem_params(a, device);
@@ -143,14 +164,11 @@ Status launch_decode(const KvCacheParams& params, const detail::KvCacheProblem& 
     for (std::int64_t b = 0; b < a.batch; ++b) longest = std::max(longest, indices->seqlen_k(p, b));
   }
   kp.max_seqlen_k = static_cast<int>(longest);
-  KernelFamily asked = KernelFamily::kAuto;
-  FLASHCORE_RETURN_IF_ERROR(resolve_kernel_family(kFn, params.kernels, &asked));
   if (asked == KernelFamily::kAuto && kernel->family != KernelFamily::kSm80) {
     // Under kernels=auto a newer family's launcher may hand a problem its kernels serve worse to the
     // sm80 row (sm90/decode_launch_template.h): the row kernels=sm80 would pick, if this build has
     // one. A forced family runs its own kernels only.
-    const DecodeKernel* older = nullptr;
-    if (select_decode_kernel(kFn, a, KernelFamily::kSm80, device, &older).ok()) kp.fallback = older->launch;
+    kp.fallback = sm80_decode_fallback(a, device);
   }
   return kernel->launch(kp, static_cast<cudaStream_t>(params.stream));
 }

@@ -61,5 +61,26 @@ TEST(DecodeSplits, ClusterKernelCapsTheSplits) {
   EXPECT_LE(choose_decode_splits(1, 100000, kSms, 1, 16), 16);
 }
 
+// sm90's cluster decode without a fallback: a cluster size no GPC can hold halves until one fits
+// (review F2: decided before the append writes the cache).
+TEST(DecodeSplits, ClusterSplitsHalveUntilOneClusterFits) {
+  // An H100: 7 clusters of 16, more of every smaller size.
+  const auto h100 = [](int size) { return size == 16 ? 7 : 132 / size; };
+  EXPECT_EQ(cluster_splits_that_fit(16, h100), 16);
+  EXPECT_EQ(cluster_splits_that_fit(13, h100), 13);
+  // A GPC of 10 SMs (a MIG slice, say): 16 and 13 cannot be placed, 8 and 6 can.
+  const auto small_gpc = [](int size) { return size > 10 ? 0 : 10 / size; };
+  EXPECT_EQ(cluster_splits_that_fit(16, small_gpc), 8);
+  EXPECT_EQ(cluster_splits_that_fit(13, small_gpc), 6);
+  EXPECT_EQ(cluster_splits_that_fit(1, small_gpc), 1);
+  // Not even one CTA fits: 0 (the launcher's NotSupported); a failed query: its negative answer.
+  EXPECT_EQ(cluster_splits_that_fit(16, [](int) { return 0; }), 0);
+  EXPECT_EQ(cluster_splits_that_fit(16, [](int size) { return size == 8 ? -1 : 0; }), -1);
+  // Every size asked at most once, halving: 16, 8, 4, 2, 1.
+  int asked = 0;
+  EXPECT_EQ(cluster_splits_that_fit(16, [&](int) { return ++asked, 0; }), 0);
+  EXPECT_EQ(asked, 5);
+}
+
 }  // namespace
 }  // namespace flashcore::cuda

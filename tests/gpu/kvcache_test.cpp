@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "common/kvcache_case.h"
+#include "cuda/device.h"
+#include "cuda/dispatch.h"
 #include "device_tensors.h"
 #include "flashcore/kvcache.h"
 
@@ -114,10 +117,13 @@ std::uint64_t seed_of(const KvParam& p) {
 
 // Runs `c` on the GPU: empty when out, lse and the appended cache match the float64 reference,
 // else what differs, or why the call or the synchronisation failed.
-std::string run_against_reference(const KvCacheCase& c, DType dtype, std::uint64_t seed) {
+std::string run_against_reference(const KvCacheCase& c, DType dtype, std::uint64_t seed,
+                                  KernelFamily kernels = KernelFamily::kAuto) {
   KvCacheTensors t(c, dtype, seed);
   DeviceKvCache d(t);
-  const Status status = forward_kvcache(d.params());
+  KvCacheParams params = d.params();
+  params.kernels = kernels;
+  const Status status = forward_kvcache(params);
   if (!status.ok()) return "forward_kvcache: " + status.message();
   if (const cudaError_t error = cudaDeviceSynchronize(); error != cudaSuccess) {
     return std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(error);
@@ -192,16 +198,33 @@ TEST(CudaKvCacheSanitize, ManySplitsMergeInBatches) {
 }
 
 // Split counts from 2 to 16 at the benchmark's head shape (GQA 32:8, d128, bf16), contiguous and
-// page 16, full and short sequences: on sm90 these run the cluster decode kernel (one cluster of
-// `splits` CTAs a sequence merging through distributed shared memory: sizes that are not powers of
-// two, and 16, the non-portable largest), elsewhere the sm80 kernel's global merge.
+// page 16, full and short sequences: where this build has an sm90 decode row for the GPU, with
+// kernels=sm90, so that they run the cluster decode kernel whatever kernels=auto would pick (one
+// cluster of `splits` CTAs a sequence merging through distributed shared memory: sizes that are not
+// powers of two, 16, the non-portable largest, and the paged kernel); elsewhere the sm80 kernel's
+// global merge under kernels=auto (and with FLASHCORE_DECODE_CLUSTER=off, which keeps every problem
+// off the cluster kernel: forced sm90 would then have nothing to run).
 TEST(CudaKvCacheSanitize, ClusterSplitCounts) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  KernelFamily kernels = KernelFamily::kAuto;
+  const char* cluster_mode = std::getenv("FLASHCORE_DECODE_CLUSTER");
+  if (cluster_mode == nullptr || std::string(cluster_mode) != "off") {
+    detail::AttentionProblem a;
+    a.batch = 1, a.seqlen_q = 1, a.seqlen_k = 2048 + 40, a.heads_q = 32, a.heads_kv = 8, a.head_dim = 128;
+    a.dtype = DType::kBFloat16, a.device = Device::kCUDA, a.backend = Backend::kCuda;
+    cuda::DeviceInfo device;
+    ASSERT_TRUE(cuda::current_device("ClusterSplitCounts", &device).ok());
+    const cuda::DecodeKernel* row = nullptr;
+    if (cuda::select_decode_kernel("ClusterSplitCounts", a, KernelFamily::kSm90, device, &row).ok()) {
+      kernels = KernelFamily::kSm90;
+    }
+  }
+  SCOPED_TRACE(std::string("kernels=") + kernel_family_name(kernels));
   for (const std::int64_t page : {0, 16}) {
     for (const int splits : {2, 3, 13, 16}) {
       KvCacheCase c{"cluster_splits", 1, 1, 32, 8, 128, 2048 + 40, page, 1, 1};
       c.num_splits = splits;
-      const std::string failures = run_against_reference(c, DType::kBFloat16, 41 + splits);
+      const std::string failures = run_against_reference(c, DType::kBFloat16, 41 + splits, kernels);
       EXPECT_TRUE(failures.empty()) << "page " << page << ", splits " << splits << ": " << failures;
     }
   }

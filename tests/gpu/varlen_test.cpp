@@ -161,6 +161,50 @@ TEST(CudaVarlenDispatch, AutoRunsTheSm90ForwardOnHopper) {
   EXPECT_EQ(family, KernelFamily::kSm90);
 }
 
+// The backward's routes (generate.py: the sm90 backward declares varlen at d64/d96/d128 only, and
+// dropout on its d128 dropout kernel without varlen): on compute capability 9.0, wherever this
+// build has the sm90 varlen forward at a head dim (the same head dims are built for both passes),
+// kernels=auto must give a plain varlen backward at d64/d96/d128 to sm90, and one with dropout, or
+// at d256, to sm80. A regeneration that lost a head dim's varlen option would otherwise pass
+// silently: auto would run sm80, and forced-sm90 runs skip "family does not support" cases.
+TEST(CudaVarlenDispatch, AutoRunsTheSm90BackwardOnHopper) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  if (const char* env = std::getenv("FLASHCORE_KERNELS"); env != nullptr && std::string(env) != "auto") {
+    GTEST_SKIP() << "FLASHCORE_KERNELS=" << env << " overrides kernels=auto";
+  }
+  struct Route {
+    std::int64_t head_dim;
+    float dropout_p;
+    KernelFamily expected;
+  };
+  const Route routes[] = {{64, 0.0f, KernelFamily::kSm90},  {96, 0.0f, KernelFamily::kSm90},
+                          {128, 0.0f, KernelFamily::kSm90}, {128, 0.1f, KernelFamily::kSm80},
+                          {256, 0.0f, KernelFamily::kSm80}};
+  int checked = 0;
+  for (const Route& route : routes) {
+    VarlenCase c{"route", {37, 1, 130}, {37, 20, 64}, 4, 2, route.head_dim, true};
+    c.dropout_p = route.dropout_p;
+    VarlenTensors t(c, DType::kBFloat16);
+    DeviceVarlen dev(t);
+    ForwardParams fp = dev.on_device(t.forward_params(Backend::kCuda));
+    fp.dropout_p = 0.0f;  // the sm90 forward serves varlen with and without dropout: ask for the plain one
+    fp.kernels = KernelFamily::kSm90;
+    KernelFamily forced = KernelFamily::kAuto;
+    if (!selected_kernels(fp, &forced).ok()) continue;  // no sm90 kernels at this head dim, GPU or build
+    SCOPED_TRACE("head_dim " + std::to_string(route.head_dim) + (route.dropout_p > 0.0f ? ", dropout" : ""));
+    BackwardParams bp = dev.on_device(t.backward_params(Backend::kCuda));
+    bp.dout = dev.dout.view(), bp.dq = dev.dq.view(), bp.dk = dev.dk.view(), bp.dv = dev.dv.view();
+    bp.kernels = KernelFamily::kAuto;
+    KernelFamily family = KernelFamily::kAuto;
+    const Status status = selected_kernels(bp, &family);
+    if (status.code() == StatusCode::kNotSupported) continue;  // a build without the backward pass
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_EQ(kernel_family_name(family), kernel_family_name(route.expected));
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no sm90 varlen forward for this GPU or build";
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaVarlen,
                          ::testing::Combine(::testing::ValuesIn(varlen_cases()),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),

@@ -54,4 +54,19 @@ inline int choose_decode_splits(long long base_ctas, long long tiles_per_sequenc
   return 1;
 }
 
+// sm90's cluster decode without a fallback (kernels=sm90, FLASHCORE_DECODE_CLUSTER=on): the split
+// count to launch when a cluster of `num_splits` CTAs may not fit one GPC. `resident(size)` returns
+// how many clusters of `size` CTAs the GPU holds at once (or a negative number: the query failed);
+// the count halves until one cluster fits, since any count gives the same result and one that
+// cannot be placed would fail at launch after the append wrote the cache. Returns 0 when not even
+// one CTA fits, the negative answer when a query failed.
+template <class Resident>
+int cluster_splits_that_fit(int num_splits, Resident&& resident) {
+  for (int size = std::max(num_splits, 1);; size /= 2) {
+    const int clusters = resident(size);
+    if (clusters != 0) return clusters < 0 ? clusters : size;
+    if (size == 1) return 0;
+  }
+}
+
 }  // namespace flashcore::cuda

@@ -27,6 +27,17 @@
 
 namespace flashcore::cuda::sm80 {
 
+// The rule's two pieces, the one place it is written (this file's two merges and sm90's cluster
+// merge, decode_cluster_merge.h, reduce over the splits in their own ways around them): split s's
+// weight exp(lse_s - reference), 0 when the reference is -inf (no split saw a key), and the LSE of
+// the whole from the largest split LSE and the sum of the weights relative to it.
+__device__ __forceinline__ float split_weight(float lse_s, float reference) {
+  return reference == -INFINITY ? 0.0f : expf(lse_s - reference);
+}
+__device__ __forceinline__ float combined_lse(float max_lse, float sum_of_weights) {
+  return sum_of_weights > 0.0f ? max_lse + logf(sum_of_weights) : -INFINITY;
+}
+
 inline constexpr int kCombineThreads = 128;
 static_assert(kMaxSplits <= kCombineThreads, "one thread per split's LSE");
 
@@ -54,18 +65,18 @@ __global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(const _
   float max_lse = partial[0];
   for (int w = 1; w < kCombineThreads / 32; ++w) max_lse = fmaxf(max_lse, partial[w]);
   __syncthreads();
-  float e = max_lse == -INFINITY || tid >= num_splits ? 0.0f : expf(my_lse - max_lse);
+  float e = tid < num_splits ? split_weight(my_lse, max_lse) : 0.0f;
   for (int offset = 16; offset > 0; offset /= 2) e += __shfl_xor_sync(0xffffffffu, e, offset);
   if (lane == 0) partial[warp] = e;
   __syncthreads();
   if (tid == 0) {
     float sum = 0.0f;
     for (int w = 0; w < kCombineThreads / 32; ++w) sum += partial[w];
-    row_lse = sum > 0.0f ? max_lse + logf(sum) : -INFINITY;
+    row_lse = combined_lse(max_lse, sum);
   }
   __syncthreads();
   const float lse = row_lse;
-  if (tid < num_splits) weights[tid] = lse == -INFINITY ? 0.0f : expf(my_lse - lse);
+  if (tid < num_splits) weights[tid] = split_weight(my_lse, lse);
   __syncthreads();
 
   Element* out = static_cast<Element*>(p.out) + b * p.o_strides.batch + i * p.o_strides.row + h * p.o_strides.head;
@@ -132,13 +143,13 @@ __device__ __forceinline__ void merge_split_rows(const DecodeParams& p, int b, i
     for (int offset = 16; offset > 0; offset /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
     float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) sum += max_lse == -INFINITY ? 0.0f : expf(lse_s[k] - max_lse);
+    for (int k = 0; k < 4; ++k) sum += split_weight(lse_s[k], max_lse);
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float lse = sum > 0.0f ? max_lse + logf(sum) : -INFINITY;
+    const float lse = combined_lse(max_lse, sum);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int s = lane + 32 * k;
-      if (s < num_splits) weights[warp][s] = lse == -INFINITY ? 0.0f : expf(lse_s[k] - lse);
+      if (s < num_splits) weights[warp][s] = split_weight(lse_s[k], lse);
     }
     __syncwarp();
     Element* out = static_cast<Element*>(p.out) + b * p.o_strides.batch + i * p.o_strides.row + h * p.o_strides.head;

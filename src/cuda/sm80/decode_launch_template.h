@@ -93,7 +93,10 @@ Status launch_decode(const DecodeParams& params, cudaStream_t stream, Kernel ker
   constexpr int kSmem = Traits::kSmemBytes;
   constexpr bool kPdlMerge = pdl_merge<Traits>::value;
   if constexpr (kSmem > 48 * 1024) {
-    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    FLASHCORE_RETURN_IF_ERROR(DecodeKernelOnDevice<Traits>::set_up(kernel, params.device.ordinal, [&] {
+      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      return Status::Ok();
+    }));
   }
   // kMaxSplits: the combine kernel holds one weight per split.
   DecodeGrid grid;

@@ -80,12 +80,8 @@ struct DecodeMmaTraits {
   static constexpr int kWarpTileElems = kWarpKeys * kHeadDim;
   static constexpr int kQOffset = kStages * kWarps * 2 * kWarpTileElems;  // elements before sQ
   static constexpr int kPipelineBytes = (kQOffset + kRows * kHeadDim) * static_cast<int>(sizeof(Element));
-  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
-  // After the warps' merge area: the CTA's merged partial for a cluster merge (kRows x kHeadDim
-  // outputs and kRows LSEs, fp32; sm90/decode_cluster_kernel.h), read by the cluster's other CTAs.
-  static constexpr int kClusterPartialOffset = kMergeBytes;
-  static constexpr int kClusterPartialBytes = kRows * (kHeadDim + 1) * 4;
-  static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes + kClusterPartialBytes);
+  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;  // the warps' partials, after the mainloop
+  static constexpr int kSmemBytes = std::max(kPipelineBytes, kMergeBytes);
   // CTAs a SM the shared memory allows at d128 (2 stages: 68 KB, 3; 3 stages: 100 KB, 2; 8 warps at
   // 3 stages: 200 KB, 1), asked of ptxas so the registers do not lower it: 3 CTAs of 128 threads
   // need <= 170 registers (v7's two S chains with early loads took the 2-stage kernel to 185

@@ -19,8 +19,22 @@
 
 namespace flashcore::cuda::sm90 {
 
+// The cluster kernel's CTA: sm80's tensor-core decode CTA (`Base`, a sm80::DecodeMmaTraits) with
+// this family's shared memory layout. After the mainloop the pipeline's bytes hold the warps'
+// partials (kMergeBytes, decode_epilogue.h's layout) and then the CTA's merged partial that the
+// cluster's other CTAs read: kRows x kHeadDim outputs and kRows LSEs, fp32.
+template <class Base>
+struct ClusterDecodeTraits : Base {
+  static constexpr int kClusterPartialOffset = Base::kMergeBytes;
+  static constexpr int kClusterPartialBytes = Base::kRows * (Base::kHeadDim + 1) * 4;
+  static constexpr int kSmemBytes =
+      Base::kPipelineBytes > kClusterPartialOffset + kClusterPartialBytes ? Base::kPipelineBytes
+                                                                          : kClusterPartialOffset + kClusterPartialBytes;
+  static_assert(kClusterPartialOffset % 16 == 0, "the partial outputs are stored as float4");
+};
+
 // CTAs a SM the shared memory allows (228 KB a SM on sm90, 1 KB of it reserved a CTA), asked of ptxas
-// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; the A/B CTAs (v10):
+// so the registers do not lower it: 8 warps at 3 stages (200 KB, the default) 1; dev/sm90_decode's A/B CTAs (v10):
 // 12 warps at 2 stages (196 KB) 1, 4 warps at 3 stages and 6 at 2 (100 KB) 2 (<= 170 registers for
 // 384 threads).
 template <class Traits>

@@ -9,7 +9,7 @@
 // barrier every CTA of the cluster merges a share of the (row, 4 columns) outputs, reading the
 // splits' partials from their shared memories (DSMEM: an SM-to-SM round trip, not L2); a second
 // barrier keeps each CTA's shared memory alive until the others have read it.
-//   lse = log(sum_s exp(lse_s)),  out = sum_s exp(lse_s - lse) out_s   (decode_combine.h's rule)
+//   lse = log(sum_s exp(lse_s)),  out = sum_s exp(lse_s - lse) out_s   (decode_combine.h's rule and helpers)
 #pragma once
 
 #include <cooperative_groups.h>
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "cuda/params.h"
+#include "cuda/sm80/decode_combine.h"
 #include "cuda/sm80/decode_epilogue.h"
 
 namespace flashcore::cuda::sm90 {
@@ -84,13 +85,13 @@ __device__ __forceinline__ void decode_cluster_epilogue(const DecodeParams& p, c
     float sum = 0.0f;
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s)
-      if (s < num_splits && max_lse != -INFINITY) sum += expf(lse_s[s] - max_lse);
-    const float lse = sum > 0.0f ? max_lse + logf(sum) : -INFINITY;
+      if (s < num_splits) sum += sm80::split_weight(lse_s[s], max_lse);
+    const float lse = sm80::combined_lse(max_lse, sum);
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int s = 0; s < kMaxClusterSplits; ++s) {
       if (s < num_splits) {
-        const float wt = lse == -INFINITY ? 0.0f : expf(lse_s[s] - lse);
+        const float wt = sm80::split_weight(lse_s[s], lse);
         o.x += wt * x[s].x;
         o.y += wt * x[s].y;
         o.z += wt * x[s].z;

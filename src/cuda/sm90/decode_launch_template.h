@@ -10,14 +10,19 @@
 // whose clusters are all resident at once (a cluster lives in one GPC:
 // cudaOccupancyMaxActiveClusters). The rest go to DecodeParams::fallback, the sm80 row, unchanged.
 // docs/kvcache.md, v9 and v10.
+//
+// Without a fallback (kernels=sm90, or a build with no sm80 decode row) every problem runs here, and
+// a cluster the GPU cannot hold (16 CTAs of one SM each need a GPC of 16 SMs: not on every Hopper
+// part or MIG slice) runs as clusters of half as many splits, down to one; if even that cannot be
+// resident the call fails with NotSupported. Both are decided before the append writes the cache.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/decode_grid.h"
@@ -31,24 +36,8 @@ namespace flashcore::cuda::sm90 {
 
 enum class ClusterDecode { kAuto, kOn, kOff };
 
-#if defined(FLASHCORE_DECODE_AB_VARIANTS)
-// An A/B variant's CTA: run_decode's schedule for the layout, kWarps warps, kStages stages.
-template <typename Element, int kHeadDim, bool kPaged, int kWarps, int kStages>
-using DecodeTraitsAB = sm80::DecodeMmaTraits<Element, kHeadDim, kStages, kPaged, 1,
-                                             kPaged ? sm80::kScheduleContiguous : sm80::kScheduleStrided, 16, false,
-                                             false, true, kWarps>;
-#endif
-
-// FLASHCORE_DECODE_CLUSTER (read once): "on" / "off" / anything else = auto. Builds with
-// FLASHCORE_DECODE_AB_VARIANTS also read FLASHCORE_DECODE_AB at every call ("sm80": off, "cluster":
-// on), so bench/kvcache_decode.py --ab times both in one process.
+// FLASHCORE_DECODE_CLUSTER, read once: "on" / "off" / anything else = auto.
 inline ClusterDecode cluster_decode_mode() {
-#if defined(FLASHCORE_DECODE_AB_VARIANTS)
-  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr) {
-    if (std::strcmp(ab, "sm80") == 0) return ClusterDecode::kOff;
-    if (std::strcmp(ab, "cluster") == 0) return ClusterDecode::kOn;
-  }
-#endif
   static const ClusterDecode mode = [] {
     const char* env = std::getenv("FLASHCORE_DECODE_CLUSTER");
     if (env != nullptr && std::strcmp(env, "on") == 0) return ClusterDecode::kOn;
@@ -58,52 +47,95 @@ inline ClusterDecode cluster_decode_mode() {
   return mode;
 }
 
-// Clusters of `size` CTAs of `kernel` the device holds at once (the driver's answer, asked once per
-// device, kernel and size).
-template <class Kernel>
-Status resident_clusters(Kernel kernel, const DecodeParams& p, int threads, int smem_bytes, int size, int* clusters) {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices][kMaxClusterSplits + 1] = {};  // value + 1; 0: not asked yet
-  const bool cacheable = p.device.ordinal >= 0 && p.device.ordinal < kDevices;
-  if (cacheable && known[p.device.ordinal][size].load(std::memory_order_relaxed) > 0) {
-    *clusters = known[p.device.ordinal][size].load(std::memory_order_relaxed) - 1;
+// What the driver says of decode_cluster_kernel<Traits> on one device, asked once (the statics
+// belong to this instantiation: one kernel, one CTA shape): the opt-ins (dynamic shared memory above
+// 48 KB, the non-portable cluster size 16), set through common/decode_grid.h's DecodeKernelOnDevice,
+// and how many clusters of each size the device holds at once.
+template <class Traits>
+class ClusterDecodeDevice {
+ public:
+  static constexpr int kTrackedDevices = DecodeKernelOnDevice<Traits>::kTrackedDevices;
+
+  static auto kernel() { return &decode_cluster_kernel<Traits>; }
+
+  static Status prepare(int device) {
+    return DecodeKernelOnDevice<Traits>::set_up(kernel(), device, [] {
+      FLASHCORE_CUDA_RETURN_IF_ERROR(
+          cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+      FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      return Status::Ok();
+    });
+  }
+
+  // Clusters of `size` CTAs (1 to kMaxClusterSplits) resident at once on `device` (after prepare).
+  static Status resident_clusters(int device, int size, int* clusters) {
+    const bool tracked = device >= 0 && device < kTrackedDevices;
+    if (tracked) {
+      if (const int known = resident_[device][size].load(std::memory_order_relaxed); known > 0) {
+        *clusters = known - 1;
+        return Status::Ok();
+      }
+    }
+    cudaLaunchAttribute cluster = cluster_dimension(static_cast<unsigned>(size), 1);
+    const cudaLaunchConfig_t config = cluster_launch_config(dim3(size), Traits::kThreads, Traits::kSmemBytes, nullptr, &cluster);
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kernel(), &config));
+    if (tracked) resident_[device][size].store(*clusters + 1, std::memory_order_relaxed);
     return Status::Ok();
   }
-  cudaLaunchAttribute cluster = cluster_dimension(static_cast<unsigned>(size), 1);
-  const cudaLaunchConfig_t config = cluster_launch_config(dim3(size), threads, smem_bytes, nullptr, &cluster);
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kernel, &config));
-  if (cacheable) known[p.device.ordinal][size].store(*clusters + 1, std::memory_order_relaxed);
-  return Status::Ok();
-}
+
+ private:
+  static inline std::atomic<int> resident_[kTrackedDevices][kMaxClusterSplits + 1] = {};  // value + 1; 0: not asked
+};
 
 template <class Traits>
 Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, ClusterDecode mode) {
   using Element = typename Traits::Element;
+  using Device = ClusterDecodeDevice<Traits>;
   constexpr int kSmem = Traits::kSmemBytes;
-  const bool auto_mode = mode == ClusterDecode::kAuto && params.fallback != nullptr;
-  if (mode == ClusterDecode::kOff && params.fallback != nullptr) return params.fallback(params, stream);
+  const bool has_fallback = params.fallback != nullptr;
+  if (mode == ClusterDecode::kOff) {
+    if (has_fallback) return params.fallback(params, stream);
+    return Status::NotSupported(
+        "flashcore::forward_kvcache: kernels: FLASHCORE_DECODE_CLUSTER=off keeps problems off the sm90 cluster decode "
+        "kernel, and this call has no sm80 decode kernel to run instead (kernels=sm90, or a build without one)");
+  }
+  const bool auto_mode = mode == ClusterDecode::kAuto && has_fallback;
   // Paged caches stay on sm80 (batch 8 page 16 on the cluster kernel: v9 100.9 us against 99.3, v10's
   // 12-warp CTA 99.1 against 98.9; batch 1 page 16, 9 splits of 12 warps, 21.1 against 20.4).
   if (auto_mode && (params.head_dim <= Traits::kHeadDim / 2 || params.num_splits > kMaxClusterSplits ||
                     params.block_table != nullptr)) {
     return params.fallback(params, stream);
   }
-  const auto kernel = &decode_cluster_kernel<Traits>;
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  FLASHCORE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  const int device = params.device.ordinal;
+  FLASHCORE_RETURN_IF_ERROR(Device::prepare(device));
 
   DecodeGrid grid;
-  FLASHCORE_RETURN_IF_ERROR(decode_grid<Traits>(params, kernel, kMaxClusterSplits, &grid));
-  const int num_splits = grid.num_splits;
+  FLASHCORE_RETURN_IF_ERROR(decode_grid<Traits>(params, Device::kernel(), kMaxClusterSplits, &grid));
+  int num_splits = grid.num_splits;
+  if (auto_mode && num_splits == 1) return params.fallback(params, stream);  // no merge to save
   if (auto_mode) {
-    if (num_splits == 1) return params.fallback(params, stream);  // no merge to save
     // One wave of clusters or none: the heuristic counted SM slots, but a cluster needs its CTAs in
     // one GPC, so fewer clusters fit than slots / size (v9: the H100 holds 7 clusters of 16, 15 of
     // 8, 22 of 5 at one CTA a SM). Batch 1 (8 clusters of 16) took two waves: 33.1 us against
     // sm80's 20.4. Only single-wave grids were measured faster (batch 8: 64 clusters of 2, 66 fit).
     int clusters = 0;
-    FLASHCORE_RETURN_IF_ERROR(resident_clusters(kernel, params, Traits::kThreads, kSmem, num_splits, &clusters));
+    FLASHCORE_RETURN_IF_ERROR(Device::resident_clusters(device, num_splits, &clusters));
     if (grid.base_ctas > clusters) return params.fallback(params, stream);
+  } else {
+    // The kernel runs whatever the split count; a cluster that cannot be placed at all would fail at
+    // launch, after the append had written the cache, so take smaller clusters (any count is right).
+    Status query = Status::Ok();
+    num_splits = cluster_splits_that_fit(num_splits, [&](int size) {
+      int clusters = 0;
+      query = Device::resident_clusters(device, size, &clusters);
+      return query.ok() ? clusters : -1;
+    });
+    FLASHCORE_RETURN_IF_ERROR(query);
+    if (num_splits == 0) {
+      return Status::NotSupported("flashcore::forward_kvcache: kernels: this GPU cannot hold one CTA of the sm90 "
+                                  "cluster decode kernel (" + std::to_string(kSmem) +
+                                  " bytes of shared memory); use kernels=auto or kernels=sm80");
+    }
   }
 
   DecodeParams p = params;
@@ -119,7 +151,8 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
   cudaLaunchAttribute cluster = cluster_dimension(static_cast<unsigned>(num_splits), 1);
   const cudaLaunchConfig_t config =
       cluster_launch_config(dim3(num_splits, p.heads_kv * grid.m_blocks, p.batch), Traits::kThreads, kSmem, stream, &cluster);
-  return cuda_status(cudaLaunchKernelEx(&config, kernel, p), "flashcore::forward_kvcache: launching the cluster decode kernel");
+  return cuda_status(cudaLaunchKernelEx(&config, Device::kernel(), p),
+                     "flashcore::forward_kvcache: launching the cluster decode kernel");
 }
 
 // Contiguous caches: strided splits (sm80's choice since v8); paged: contiguous runs of tiles with
@@ -127,31 +160,11 @@ Status launch_cluster_decode(const DecodeParams& params, cudaStream_t stream, Cl
 template <typename Element, int kHeadDim>
 Status run_decode(const DecodeParams& params, cudaStream_t stream) {
   constexpr int kWarps = 8;
-  constexpr bool kLightCount = true;  // unused: no global merge
-  using Contiguous = sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false,
-                                           kLightCount, kWarps>;
-  using Paged = sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false,
-                                      kLightCount, kWarps>;
-  ClusterDecode mode = cluster_decode_mode();
-#if defined(FLASHCORE_DECODE_AB_VARIANTS)
-  // A/B variants of the CTA, every call on the cluster kernel (docs/kvcache.md): "cluster4w" (v9)
-  // sm80's CTA, 4 warps at 3 stages (100 KB, 2 a SM); "cluster6w" (v10) 6 warps at 2 stages (100 KB,
-  // 2 a SM: batch 1's 8 clusters of 16 resident); "cluster12w" (v10) 12 warps at 2 stages (196 KB,
-  // 1 a SM: the warps and bytes in flight of sm80's paged default).
-  if (const char* ab = std::getenv("FLASHCORE_DECODE_AB"); ab != nullptr) {
-    const bool paged = params.block_table != nullptr;
-    const auto run = [&](auto traits) { return launch_cluster_decode<decltype(traits)>(params, stream, ClusterDecode::kOn); };
-    if (std::strcmp(ab, "cluster4w") == 0) {
-      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 4, 3>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 4, 3>{});
-    }
-    if (std::strcmp(ab, "cluster6w") == 0) {
-      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 6, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 6, 2>{});
-    }
-    if (std::strcmp(ab, "cluster12w") == 0) {
-      return paged ? run(DecodeTraitsAB<Element, kHeadDim, true, 12, 2>{}) : run(DecodeTraitsAB<Element, kHeadDim, false, 12, 2>{});
-    }
-  }
-#endif
+  using Contiguous = ClusterDecodeTraits<
+      sm80::DecodeMmaTraits<Element, kHeadDim, 3, false, 1, sm80::kScheduleStrided, 16, false, false, false, kWarps>>;
+  using Paged = ClusterDecodeTraits<
+      sm80::DecodeMmaTraits<Element, kHeadDim, 3, true, 1, sm80::kScheduleContiguous, 16, false, false, false, kWarps>>;
+  const ClusterDecode mode = cluster_decode_mode();
   if (params.block_table != nullptr) return launch_cluster_decode<Paged>(params, stream, mode);
   return launch_cluster_decode<Contiguous>(params, stream, mode);
 }
