@@ -106,7 +106,7 @@ CASES = [
     ("window_causal_split2_d128", (2, 700, 700, 8, 2, 128, True), (128, -1), 0.0, 0, False, 2),
     ("softcap_alibi_split4_d128", (1, 600, 600, 16, 2, 128, False), (-1, -1), 2.0, 1, False, 4),
 ]
-SAN_CASES = ["window_q_longer_empty_rows_d128", "softcap_causal_gqa_d128", "alibi_per_batch_causal_mqa_d128",
+SAN_CASES = ["window_q_longer_empty_rows_d128", "all_gqa_d64", "softcap_causal_gqa_d128", "alibi_per_batch_causal_mqa_d128",
              "all_causal_d128", "window_causal_det_d128", "window_causal_split2_d128"]
 
 
@@ -154,7 +154,9 @@ def run_case(name, shape, window, softcap, alibi, det=False, splits=0, san=False
         pad_ok = bool(torch.isnan(full[:, n_rows:]).all().item() and torch.isnan(full[:, :n_rows, :, d:]).all().item())
         this_ok = err <= tol and not nan_inside and pad_ok
         ok = ok and this_ok
-        r[gname] = dict(err=err, naive=err_naive, tol=tol, nan=nan_inside, pad_ok=pad_ok, ok=this_ok)
+        where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+        r[gname] = dict(err=err, naive=err_naive, tol=tol, nan=nan_inside, pad_ok=pad_ok, ok=this_ok, where=where,
+                        ref_at=ref[where].item(), max_ref=ref.abs().max().item())
     r["ok"] = ok
     return r
 

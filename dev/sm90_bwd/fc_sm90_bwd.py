@@ -24,6 +24,7 @@ def open_library(name):
 
 _LIB = open_library(os.environ.get("FC_LIB", "libfc_sm90_bwd.so"))
 _SM_COUNT = None
+_OPTIONS = False  # set_options() gave an option: the d128 score-option kernels run (and plan the workspace)
 
 
 def force_kv_splits(splits):
@@ -38,6 +39,8 @@ def force_kv_splits(splits):
 def set_options(window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     """Score options for the calls that follow (the score-option kernels, capi.cu); no arguments:
     none. alibi_slopes: float32 (heads_q,) or (batch, heads_q), kept alive by the caller."""
+    global _OPTIONS
+    _OPTIONS = window_left >= 0 or window_right >= 0 or softcap > 0 or alibi_slopes is not None
     ptr, stride = None, 0
     if alibi_slopes is not None:
         assert alibi_slopes.dtype == torch.float32 and alibi_slopes.is_contiguous()
@@ -75,7 +78,7 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
         _SM_COUNT = torch.cuda.get_device_properties(q.device).multi_processor_count
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
-    kd = kernel_dim(d)
+    kd = 128 if _OPTIONS and d <= 128 else kernel_dim(d)  # the option kernels are d128 only
     variant = VARIANT if variant is None else variant
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     strides = []

@@ -1,6 +1,6 @@
 // Sliding window, softcap and ALiBi in the CUDA kernels (the sm80 family; on an H100 the sm90
-// forward's option kernels at d <= 128, kernels=auto falling back to sm80 for the rest and for
-// every backward), forward and backward, each option alone and
+// option kernels at d <= 128, forward and backward, kernels=auto falling back to sm80 for the
+// rest), forward and backward, each option alone and
 // combined with GQA, causal and seqlen_q != seqlen_k, against the float64 reference under
 // FlashAttention's rule. Outputs are NaN-poisoned on the device before every run.
 //
@@ -189,6 +189,10 @@ const std::vector<OptionCase>& option_cases() {
       {"all_gqa_d64", {2, 1000, 1100, 4, 2, 64, false}, Layout::kPaddedAligned, 200, 30, 3.0f, 2},
       {"all_causal_d128", {1, 1500, 1200, 4, 2, 128, true}, Layout::kContiguous, 300, -1, 1.5f, 1},
       {"all_d40_staged", {1, 300, 257, 3, 1, 40, false}, Layout::kContiguous, 50, 20, 2.0f, 1},
+      // The sm90 backward's option kernels (d128; session 12): a right-only window without causal,
+      // and every option with a GQA group large enough for the launcher to split it over a cluster.
+      {"window_right_only_d128", {1, 1000, 1000, 2, 2, 128, false}, Layout::kContiguous, -1, 100},
+      {"all_causal_gqa_split_d128", {1, 700, 700, 8, 2, 128, true}, Layout::kContiguous, 128, -1, 2.0f, 2},
   };
   return cases;
 }
