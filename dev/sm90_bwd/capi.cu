@@ -43,10 +43,34 @@ void BwdWorkspace::carve(void* base, BwdParams* params) const {
 }
 }  // namespace flashcore::cuda
 
+// Score options for the calls that follow (fc_sm90_bwd_set_options): a call with any runs the
+// score-option kernels (run_bwd_options; build.sh's TU bwd_sm90_<dtype>_hdim128_options).
+struct ScoreOptionsArgs {
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_batch_stride = 0;
+  bool any() const { return window_left >= 0 || window_right >= 0 || softcap > 0.0f || alibi_slopes != nullptr; }
+};
+static ScoreOptionsArgs g_options;
+extern "C" void fc_sm90_bwd_set_options(int window_left, int window_right, float softcap, const float* alibi_slopes,
+                                        int64_t alibi_batch_stride) {
+  g_options = {window_left, window_right, softcap, alibi_slopes, alibi_batch_stride};
+}
+
 // Only the instantiations build.sh compiled are linked: FC_BWD_<dtype>_D<dim> names them.
 static flashcore::Status dispatch(int bf16, int kernel_dim, const fc::BwdParams& p, cudaStream_t s) {
   using bf16_t = cutlass::bfloat16_t;
   using fp16_t = cutlass::half_t;
+  if (g_options.any()) {
+#ifdef FC_BWD_BF16_D128_options
+    if (kernel_dim <= 128 && bf16) return fc::sm90::run_bwd_options<bf16_t, 128>(p, s);
+#endif
+#ifdef FC_BWD_FP16_D128_options
+    if (kernel_dim <= 128 && !bf16) return fc::sm90::run_bwd_options<fp16_t, 128>(p, s);
+#endif
+    return flashcore::Status::NotSupported("no sm90 score-option backward kernel built for this dtype");
+  }
 #define FC_CASE(macro, elem, dim) \
   if (kernel_dim == dim && bf16 == std::is_same_v<elem, bf16_t>) return fc::sm90::run_bwd<elem, dim>(p, s);
 #ifdef FC_BWD_BF16_D64
@@ -93,6 +117,18 @@ static fc::BwdParams make_params(int batch, int heads_q, int heads_kv, int seqle
   p.softmax_scale = softmax_scale;
   p.scale_log2 = softmax_scale * 1.4426950408889634f;
   p.causal = causal != 0;
+  // The options as the library's validation sets them (params.h; api): window_right 0 when causal.
+  p.window_left = g_options.window_left;
+  p.window_right = p.causal ? 0 : g_options.window_right;
+  p.softcap = g_options.softcap;
+  p.softcap_scale = p.softcap > 0.0f ? softmax_scale / p.softcap : 0.0f;
+  p.score_unit = p.softcap > 0.0f ? p.softcap : softmax_scale;
+  p.score_unit_log2 = p.score_unit * 1.4426950408889634f;
+  p.alibi_unit_scale = 1.0f / p.score_unit;
+  p.alibi_slopes = g_options.alibi_slopes;
+  p.alibi_batch_stride = g_options.alibi_batch_stride;
+  p.has_score_mod = p.softcap > 0.0f || p.alibi_slopes != nullptr;
+  p.has_options = g_options.any();
   return p;
 }
 

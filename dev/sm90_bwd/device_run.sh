@@ -9,6 +9,9 @@
 #   libbuild   the library in the background (preset sm90-sm90a; HEAD_DIMS="128;256", DTYPES=bf16,
 #              TARGETS="flashcore_c flashcore_gpu_tests"), so the harness steps run beside it
 #   quick      check.py --quick (hang guard: the call ends if it times out)
+#   (check, san and bench take CHECK_SCRIPT / SAN_SCRIPT / BENCH_SCRIPT: another script of this
+#   folder in check.py's / san.py's / bench.py's place, e.g. the score-option kernels' check_options.py
+#   (SAN=1: its sanitizer cases) and bench_options.py)
 #   check      check.py, the full case list (CHECK_DIMS, CHECK_FP16, CHECK_SPLITS, CHECK_LPT, DET_REPEATS,
 #              POISON_WS, VARIANT, FC_LIB); a failure ends the call before anything is timed;
 #              BG=1 runs it in the background (the next timing step waits for it); SOFT=1 with
@@ -107,12 +110,12 @@ run_step() {  # NAME KEY=VALUE...
       [ $rc = 124 ] && { say "HANG in the quick check: stopping"; pack; exit 1; } ;;
     check)
       if [[ " $* " == *" BG=1 "* ]]; then  # beside the next steps; the next timing step waits for it
-        (env CHECK_NAME="$tag.checks.jsonl" "$@" timeout "$t" python3 check.py >"$log" 2>&1; echo $? >"$log.rc") &
+        (env CHECK_NAME="$tag.checks.jsonl" "$@" timeout "$t" bash -c 'python3 ${CHECK_SCRIPT:-check.py}' >"$log" 2>&1; echo $? >"$log.rc") &
         check_pids+=($!) check_logs+=("$tag:$*")
         say "$tag: started ($*)"
         return
       fi
-      env CHECK_NAME="$tag.checks.jsonl" "$@" timeout "$t" python3 check.py >"$log" 2>&1; rc=$?
+      env CHECK_NAME="$tag.checks.jsonl" "$@" timeout "$t" bash -c 'python3 ${CHECK_SCRIPT:-check.py}' >"$log" 2>&1; rc=$?
       report_check "$tag" "$*" "$rc"
       if [ $rc != 0 ]; then
         if [[ " $* " == *" SOFT=1 "* && " $* " =~ \ VARIANT=([0-9]+)\  ]]; then
@@ -125,14 +128,16 @@ run_step() {  # NAME KEY=VALUE...
       local tools
       tools=$(env "$@" bash -c 'echo ${TOOLS:-memcheck racecheck synccheck}')
       for tool in $tools; do
-        env "$@" timeout "$t" compute-sanitizer --tool $tool --error-exitcode 3 python3 san.py >"$logs/san_${n}_$tool.log" 2>&1 &
+        env "$@" timeout "$t" bash -c "compute-sanitizer --tool $tool --error-exitcode 3 python3 \${SAN_SCRIPT:-san.py}" \
+          >"$logs/san_${n}_$tool.log" 2>&1 &
         san_pids+=($!)
       done
       say "$tag: started $tools ($*)"
       return ;;
     bench)
       wait_san
-      env "$@" VARIANTS="$(good_variants "$(env "$@" bash -c 'echo $VARIANTS')")" timeout "$t" python3 bench.py >"$log" 2>&1; rc=$?
+      env "$@" VARIANTS="$(good_variants "$(env "$@" bash -c 'echo $VARIANTS')")" timeout "$t" \
+        bash -c 'python3 ${BENCH_SCRIPT:-bench.py}' >"$log" 2>&1; rc=$?
       say "$tag ($*): rc=$rc"; grep -v '^{' "$log" | tee -a "$S" ;;
     ab)
       wait_san

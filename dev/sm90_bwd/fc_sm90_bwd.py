@@ -11,6 +11,9 @@ def open_library(name):
     lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
     lib.fc_sm90_bwd_workspace_size.restype = ctypes.c_int64
     lib.fc_sm90_bwd_workspace_size.argtypes = [ctypes.c_int] * 9
+    if hasattr(lib, "fc_sm90_bwd_set_options"):
+        lib.fc_sm90_bwd_set_options.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p,
+                                                ctypes.c_int64]
     lib.fc_sm90_bwd.restype = ctypes.c_int
     lib.fc_sm90_bwd.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 9 + [
         ctypes.POINTER(ctypes.c_int64)] + [ctypes.c_int] * 6 + [
@@ -21,6 +24,7 @@ def open_library(name):
 
 _LIB = open_library(os.environ.get("FC_LIB", "libfc_sm90_bwd.so"))
 _SM_COUNT = None
+_OPTIONS = False  # set_options() gave an option: the d128 score-option kernels run (and plan the workspace)
 
 
 def force_kv_splits(splits):
@@ -30,6 +34,19 @@ def force_kv_splits(splits):
         _LIB.fc_sm90_bwd_force_kv_splits(int(splits))
     elif splits:
         raise RuntimeError("this libfc_sm90_bwd.so cannot force kv splits")
+
+
+def set_options(window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
+    """Score options for the calls that follow (the score-option kernels, capi.cu); no arguments:
+    none. alibi_slopes: float32 (heads_q,) or (batch, heads_q), kept alive by the caller."""
+    global _OPTIONS
+    _OPTIONS = window_left >= 0 or window_right >= 0 or softcap > 0 or alibi_slopes is not None
+    ptr, stride = None, 0
+    if alibi_slopes is not None:
+        assert alibi_slopes.dtype == torch.float32 and alibi_slopes.is_contiguous()
+        ptr, stride = alibi_slopes.data_ptr(), (alibi_slopes.shape[-1] if alibi_slopes.dim() == 2 else 0)
+    _LIB.fc_sm90_bwd_set_options(int(window_left), int(window_right), ctypes.c_float(softcap), ctypes.c_void_p(ptr),
+                                 ctypes.c_int64(stride))
 
 
 def force_l2_section(section):
@@ -61,7 +78,7 @@ def backward(dout, q, k, v, out, lse, causal, dq, dk, dv, scale=None, determinis
         _SM_COUNT = torch.cuda.get_device_properties(q.device).multi_processor_count
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
-    kd = kernel_dim(d)
+    kd = 128 if _OPTIONS and d <= 128 else kernel_dim(d)  # the option kernels are d128 only
     variant = VARIANT if variant is None else variant
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     strides = []

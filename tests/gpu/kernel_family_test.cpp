@@ -94,7 +94,7 @@ TEST(KernelFamily, ForcedSm90RefusesWhatItCannotServe) {
   ScopedKernelsEnv env("auto");
   AttentionTensors t({1, 64, 64, 2, 2, 256, false}, DType::kFloat16, Layout::kContiguous, 24);
   DeviceAttentionTensors dev(t);
-  BackwardParams params = dev.backward_params();  // the sm90 backward serves no sliding window
+  BackwardParams params = dev.backward_params();  // the sm90 backward serves no sliding window at d256
   params.window_left = 16;
   params.kernels = KernelFamily::kSm90;
   const Status status = backward(params);

@@ -1,6 +1,6 @@
 // Sliding window, softcap and ALiBi in the CUDA kernels (the sm80 family; on an H100 the sm90
-// forward's option kernels at d <= 128, kernels=auto falling back to sm80 for the rest and for
-// every backward), forward and backward, each option alone and
+// option kernels at d <= 128, forward and backward, kernels=auto falling back to sm80 for the
+// rest), forward and backward, each option alone and
 // combined with GQA, causal and seqlen_q != seqlen_k, against the float64 reference under
 // FlashAttention's rule. Outputs are NaN-poisoned on the device before every run.
 //
@@ -189,6 +189,10 @@ const std::vector<OptionCase>& option_cases() {
       {"all_gqa_d64", {2, 1000, 1100, 4, 2, 64, false}, Layout::kPaddedAligned, 200, 30, 3.0f, 2},
       {"all_causal_d128", {1, 1500, 1200, 4, 2, 128, true}, Layout::kContiguous, 300, -1, 1.5f, 1},
       {"all_d40_staged", {1, 300, 257, 3, 1, 40, false}, Layout::kContiguous, 50, 20, 2.0f, 1},
+      // The sm90 backward's option kernels (d128; session 12): a right-only window without causal,
+      // and every option with a GQA group large enough for the launcher to split it over a cluster.
+      {"window_right_only_d128", {1, 1000, 1000, 2, 2, 128, false}, Layout::kContiguous, -1, 100},
+      {"all_causal_gqa_split_d128", {1, 700, 700, 8, 2, 128, true}, Layout::kContiguous, 128, -1, 2.0f, 2},
   };
   return cases;
 }
@@ -265,15 +269,16 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaScoreOptions,
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),
                          param_name);
 
-// Whether this build holds an sm90 forward row serving window, softcap and ALiBi for `dtype` at
-// `head_dim` and the current device can run it (generate.py's sm90 "variants": d64 and d128).
-bool sm90_forward_serves_options(DType dtype, int head_dim) {
+// Whether this build holds an sm90 row of the pass (`rows`, `count`: compiled_kernels()'s forward or
+// backward table) serving window, softcap and ALiBi for `dtype` at `head_dim` and the current
+// device can run it (generate.py's sm90 "variants": the forward at d64 and d128, the backward at d128).
+template <class Row>
+bool sm90_serves_options(const Row* rows, std::size_t count, DType dtype, int head_dim) {
   cuda::DeviceInfo device;
   if (!cuda::current_device("test", &device).ok()) return false;
   const unsigned wanted = cuda::KernelOption::kWindow | cuda::KernelOption::kSoftcap | cuda::KernelOption::kAlibi;
-  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
-  for (std::size_t i = 0; i < kernels.forward_count; ++i) {
-    const cuda::FwdKernel& row = kernels.forward[i];
+  for (std::size_t i = 0; i < count; ++i) {
+    const Row& row = rows[i];
     if (row.family == KernelFamily::kSm90 && row.dtype == dtype && row.head_dim >= head_dim &&
         (row.options & wanted) == wanted && device.compute_capability >= row.min_cc &&
         device.compute_capability <= row.max_cc) {
@@ -282,11 +287,18 @@ bool sm90_forward_serves_options(DType dtype, int head_dim) {
   }
   return false;
 }
+bool sm90_forward_serves_options(DType dtype, int head_dim) {
+  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
+  return sm90_serves_options(kernels.forward, kernels.forward_count, dtype, head_dim);
+}
+bool sm90_backward_serves_options(DType dtype, int head_dim) {
+  const cuda::CompiledKernels kernels = cuda::compiled_kernels();
+  return sm90_serves_options(kernels.backward, kernels.backward_count, dtype, head_dim);
+}
 
-// The options are dispatch data, per row: kernels=auto runs the forward on the newest family with
-// a row that has them (sm90's option kernels on an H100, else sm80) and the backward on sm80 (the
-// sm90 backward declares none); a forced family without them fails with kNotSupported naming
-// `kernels`.
+// The options are dispatch data, per row: kernels=auto runs each pass on the newest family with a
+// row that has them (sm90's option kernels on an H100, else sm80); a forced family without them
+// fails with kNotSupported naming `kernels`.
 TEST(CudaScoreOptionsDispatch, AutoPicksAFamilyWithTheOptionsPerPassAndAForcedFamilyWithoutThemIsRefused) {
   if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   AttentionTensors t({1, 256, 256, 2, 2, 128, true}, DType::kBFloat16, Layout::kContiguous, 31);
@@ -307,14 +319,19 @@ TEST(CudaScoreOptionsDispatch, AutoPicksAFamilyWithTheOptionsPerPassAndAForcedFa
     EXPECT_EQ(status.code(), StatusCode::kNotSupported);
     EXPECT_NE(status.message().find("kernels: "), std::string::npos) << status.message();
   }
+  const bool sm90_backward = sm90_backward_serves_options(DType::kBFloat16, 128);
   BackwardParams bwd = dev.backward_params();
   KernelFamily bwd_family = KernelFamily::kAuto;
   ASSERT_TRUE(selected_kernels(bwd, &bwd_family).ok());
-  EXPECT_EQ(bwd_family, KernelFamily::kSm80);
+  EXPECT_EQ(bwd_family, sm90_backward ? KernelFamily::kSm90 : KernelFamily::kSm80);
   bwd.kernels = KernelFamily::kSm90;
   const Status bwd_status = backward(bwd);
-  EXPECT_EQ(bwd_status.code(), StatusCode::kNotSupported);
-  EXPECT_NE(bwd_status.message().find("kernels: "), std::string::npos) << bwd_status.message();
+  if (sm90_backward) {
+    EXPECT_TRUE(bwd_status.ok()) << bwd_status.message();
+  } else {
+    EXPECT_EQ(bwd_status.code(), StatusCode::kNotSupported);
+    EXPECT_NE(bwd_status.message().find("kernels: "), std::string::npos) << bwd_status.message();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

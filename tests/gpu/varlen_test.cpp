@@ -1,10 +1,11 @@
 // Variable-length batches on the GPU: the cases of tests/common/varlen_tensors.cpp, forward and
 // backward against the float64 reference run sequence by sequence, fp16 and bf16, with the offsets
 // in device memory. kernels=auto (on an H100: the sm90 forward, options and dropout included; the
-// sm90 backward at d <= 128 without options; with an option the sm80 backward, which reads the sm90
-// forward's LSE), then the forward alone on each family this build holds that serves the case (the
-// sm90 forward: every case, on its option kernels where the case has options), then the backward on
-// each family, in both modes (the sm90 backward: the cases without options).
+// sm90 backward at d <= 128, on its option kernels with window/softcap/ALiBi (session 12); with
+// dropout the sm80 backward, which reads the sm90 forward's LSE), then the forward alone on each
+// family this build holds that serves the case (the sm90 forward: every case, on its option kernels
+// where the case has options), then the backward on each family, in both modes (the sm90 backward:
+// the cases without dropout).
 #include <cuda_runtime.h>
 
 #include <cstdlib>

@@ -59,8 +59,8 @@ FAMILIES = {
         "pass_dtypes": {"decode": ["bf16"]},
         # The plain kernels serve no option but varlen (a runtime path: the forward's sm90/fwd_sequence.h
         # and tile_scheduler.h's FwdVarlenSlots; the d <= 128 backward's sm90/bwd_sequence.h, not the
-        # d256 one, whose kernels are bwd_swapkv_*.h); kernels=auto runs every backward with an option
-        # but dropout (and varlen at d > 128), and forwards with options at d > 128, on sm80.
+        # d256 one, whose kernels are bwd_swapkv_*.h); kernels=auto runs backwards with options at
+        # d > 128 (or dropout with another option), and forwards with options at d > 128, on sm80.
         "options": [],
         "pass_options": {"fwd": ["varlen"], "bwd": {"varlen": [64, 96, 128]}},
         # The forward's option kernels (sm90/fwd_score_options.h): window, softcap, ALiBi and
@@ -70,11 +70,15 @@ FAMILIES = {
         # d128 the ALiBi-only kernel, causal zig-zag and non-causal (8 kernels). d64 and d128 only
         # (4 files: CI time); d <= 128 runs on them padded.
         # The backward's dropout kernels (sm90/bwd_dropout.h): d128 only (2 files; d <= 128 runs on
-        # them padded, the other options on sm80).
+        # them padded). Its score-option kernels (sm90/bwd_score_options.h): window, softcap and
+        # ALiBi as runtime data, and varlen (bwd_sequence.h); d128 only (2 files: CI time); d <= 128
+        # runs on them padded, dropout with another option on sm80.
         "variants": {
             "fwd": {"options": {"launcher": "run_fwd_options", "head_dims": [64, 128],
                                 "options": ["window", "softcap", "alibi", "dropout", "varlen"]}},
-            "bwd": {"dropout": {"launcher": "run_bwd_dropout", "head_dims": [128], "options": ["dropout"]}},
+            "bwd": {"dropout": {"launcher": "run_bwd_dropout", "head_dims": [128], "options": ["dropout"]},
+                    "options": {"launcher": "run_bwd_options", "head_dims": [128],
+                                "options": ["window", "softcap", "alibi", "varlen"]}},
         },
     },
 }

@@ -21,6 +21,10 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream);
 template <typename Element, int kHeadDim>
 Status run_bwd_dropout(const BwdParams& params, cudaStream_t stream);
 
+// Sliding window, softcap and ALiBi (bwd_score_options.h): rows of their own too.
+template <typename Element, int kHeadDim>
+Status run_bwd_options(const BwdParams& params, cudaStream_t stream);
+
 // The workspace: seqlen_q padded to kBwdSeqlenQRounding, dQ rows of kernel_head_dim floats, one
 // dq_accum slice, or in deterministic mode one per CTA column along the key axis (about a wave of
 // CTAs, at most 16; bwd_workspace.cu).

@@ -82,6 +82,16 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
     params.dropout_keep_max = p.dropout_keep_max;
     params.dropout_scale = p.dropout_scale;
   }
+  if constexpr (Traits::kScoreOptions) {  // the score-option kernels (bwd_score_options.h)
+    params.window_left = p.window_left;
+    params.window_right = p.window_right;
+    params.softcap = p.softcap;
+    params.softcap_scale = p.softcap_scale;
+    params.score_unit_log2 = p.score_unit_log2;
+    params.alibi_unit_scale = p.alibi_unit_scale;
+    params.alibi_slopes = p.alibi_slopes;
+    params.alibi_batch_stride = p.alibi_batch_stride;
+  }
   if constexpr (BwdParamsHaveVarlen<typename Traits::Params>::value) {
     if (varlen) {
       params.cu_seqlens_q = p.cu_seqlens_q;
@@ -212,11 +222,14 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
 template <class Traits, class LaunchMain>
 Status run_bwd_pass(const BwdParams& p, cudaStream_t stream, LaunchMain&& launch_main) {
   static_assert(kBwdSeqlenQRounding % Traits::kBlockM == 0 && kBwdSeqlenQRounding % sm80::kPreprocessRowsPerCta == 0);
-  // Not built yet (docs/tuning/backward_sm90.md); the dispatch (the rows' options masks) never
-  // sends these here. window_right is 0 whenever causal (params.h): that is no window. Dropout
-  // only in the kDropout kernels (run_bwd_dropout).
-  if (p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f || p.alibi_slopes != nullptr) {
-    return Status::NotSupported("flashcore::backward: the sm90 backward has no sliding window, softcap or ALiBi yet");
+  // Window, softcap and ALiBi only in the kScoreOptions kernels (run_bwd_options, d <= 128); the
+  // dispatch (the rows' options masks) never sends them elsewhere. window_right is 0 whenever
+  // causal (params.h): that is no window. Dropout only in the kDropout kernels (run_bwd_dropout).
+  if constexpr (!Traits::kScoreOptions) {
+    if (p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f || p.alibi_slopes != nullptr) {
+      return Status::NotSupported("flashcore::backward: this sm90 backward kernel has no sliding window, softcap or "
+                                  "ALiBi (the score-option kernels are at head_dim <= 128)");
+    }
   }
   if (p.has_dropout && !Traits::kDropout) {
     return Status::NotSupported("flashcore::backward: dropout_p: this sm90 backward kernel has no dropout");
@@ -273,9 +286,10 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
 // dQ before dK (kDqFirst): 0.84-0.97x -> 0.94-0.96x cuDNN at d128 bf16 (device run 2).
 template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false,
-          bool kDropout = false>
+          bool kDropout = false, bool kScoreOptions = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
-                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout>;
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout,
+                               kScoreOptions>;
 
 // d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
 template <typename Element, int kHeadDim>
@@ -309,6 +323,21 @@ Status run_bwd_dropout(const BwdParams& params, cudaStream_t stream) {
                              BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, true>, /*kSingleBlockKernel=*/true,
                              BwdTraitsFor<Element, kHeadDim, false, true, true, false, true>,
                              BwdTraitsFor<Element, kHeadDim, true, true, true, false, true>>(params, stream);
+}
+
+// The score-option kernels (bwd_score_options.h; generate.py's sm90 "variants": sliding window,
+// softcap, ALiBi and varlen, d128 only, 2 files; d <= 128 runs on them padded): the plain kernels'
+// tiles and arrangement, the window's query-block range and the options' score step a kernel
+// instance of their own, so the plain kernels carry none of it.
+template <typename Element, int kHeadDim>
+Status run_bwd_options(const BwdParams& params, cudaStream_t stream) {
+  static_assert(kHeadDim <= 128, "the score-option kernels use the 64-key-per-warpgroup tiles (d <= 128)");
+  constexpr bool kDqWriter = kHeadDim == 128;
+  return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter, false, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, false, true>,
+                             /*kSingleBlockKernel=*/true,
+                             BwdTraitsFor<Element, kHeadDim, false, true, true, false, false, true>,
+                             BwdTraitsFor<Element, kHeadDim, true, true, true, false, false, true>>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

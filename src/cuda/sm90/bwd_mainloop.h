@@ -19,6 +19,8 @@
 //   (Traits::kDqFirst: dQ is issued before dK and step 6 runs while dK is in flight.)
 //   (Traits::kDropout: the step's keep bits are drawn under step 1's products and step 3 is
 //   dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D), Pᵀ ∘ keep going to dV, dV / (1 - p) at the end: bwd_dropout.h.)
+//   (Traits::kScoreOptions: the window's query-block range and mask, softcap and ALiBi in steps
+//   2-3: bwd_score_options.h.)
 #pragma once
 
 #include <cmath>
@@ -33,6 +35,7 @@
 #include "cuda/sm90/bwd_dq_writer.h"
 #include "cuda/sm90/bwd_dropout.h"
 #include "cuda/sm90/bwd_named_barrier.h"
+#include "cuda/sm90/bwd_score_options.h"
 #include "cuda/sm90/bwd_sequence.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pipeline.h"
@@ -70,6 +73,7 @@ struct BwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   using Dropout = BwdDropout<kBlockM>;
+  using ScoreOptions = BwdScoreOptions<kBlockM, kBlockN, Params>;
   // Pᵀ's exponentials as one MUFU instruction each (softmax.h's fast_exp2) instead of exp2f's
   // range fix-ups (3 more instructions each), except at d64: there the 128 x 128 tile holds 224
   // accumulator registers a consumer thread, and ptxas spilled 4-100 B in its consumers with
@@ -86,6 +90,14 @@ struct BwdMainloop {
   // The mask of the block's sequence (causal bottom-right per sequence when varlen).
   __forceinline__ __device__ static AttentionMask mask_of(BwdBlock const& blk) {
     return AttentionMask{blk.seqlen_q, blk.seqlen_k, Traits::kIsCausal};
+  }
+  // With the sliding window in the score-option kernels (the others: mask_of(blk)).
+  __forceinline__ __device__ static AttentionMask mask_of(Params const& params, BwdBlock const& blk) {
+    if constexpr (Traits::kScoreOptions) {
+      return AttentionMask{blk.seqlen_q, blk.seqlen_k, Traits::kIsCausal, params.window_left, params.window_right};
+    } else {
+      return mask_of(blk);
+    }
   }
   // The call's mask (dense calls; the d > 128 kernels).
   __forceinline__ __device__ static AttentionMask mask_of(Params const& params) {
@@ -121,8 +133,11 @@ struct BwdMainloop {
     const int heads_per_cta = params.group_size / params.kv_splits;
     b.head_begin = b.kv_head * params.group_size + (y % params.kv_splits) * heads_per_cta;
     b.head_end = b.head_begin + heads_per_cta;
-    b.m_block_min = mask_of(b).m_block_min(b.n_block * kBlockN, kBlockM);
+    b.m_block_min = mask_of(params, b).m_block_min(b.n_block * kBlockN, kBlockM);
     b.m_block_max = (b.seqlen_q + kBlockM - 1) / kBlockM;
+    if constexpr (Traits::kScoreOptions) {  // the window's left edge: the last query block that sees the keys
+      b.m_block_max = mask_of(params, b).m_block_max(b.n_block * kBlockN, kBlockN, kBlockM, b.m_block_max);
+    }
     return b;
   }
 
@@ -249,7 +264,7 @@ struct BwdMainloop {
     Tensor tdKrdS = make_tensor<Element>(wgmma_acc_as_a_operand(tSrS.layout()));  // ((2,2,2), MMA_N, M/16)
     Tensor tdSrdS = make_tensor(tdKrdS.data(), tSrS.layout());                    // the same, accumulator-shaped
 
-    const AttentionMask mask = mask_of(blk);
+    const AttentionMask mask = mask_of(blk);  // the option kernels' window: ScoreOptions's
     const int n0 = blk.n_block * kBlockN;
     const int warp = thread_idx / 32;
     const int lane = thread_idx % 32;
@@ -263,6 +278,7 @@ struct BwdMainloop {
 
     for (int head = blk.head_begin; head < blk.head_end; ++head) {
       const int64_t stat_offset = row_stat_offset(params, blk.batch, head);
+      [[maybe_unused]] const ScoreOptions score_options(params, mask, blk.batch, head, Traits::kScoreOptions);
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         const int m0 = m * kBlockM;
         pipeline_q.consumer_wait(q_state);
@@ -287,7 +303,9 @@ struct BwdMainloop {
         float const* lse = shared.lse_log2.data() + q_state.index * kBlockM;
         warpgroup_wait<1>();
         warpgroup_fence_operand(tSrS);
-        if (mask.tile_needs_mask(m0, n0, kBlockN)) {
+        if constexpr (Traits::kScoreOptions) {  // ---- score options: Pᵀ, or with a softcap the capped scores
+          score_options.scores(tSrS, tScS, lse, m0, n0, [](float x) { return exp2_of(x); });
+        } else if (mask.tile_needs_mask(m0, n0, kBlockN)) {
           CUTE_UNROLL
           for (int i = 0; i < size(tSrS); ++i) {
             const int key = get<0>(tScS(i)), query = get<1>(tScS(i));
@@ -298,13 +316,16 @@ struct BwdMainloop {
           CUTE_UNROLL
           for (int i = 0; i < size(tSrS); ++i) tSrS(i) = exp2_of(tSrS(i) * params.scale_log2 - lse[get<1>(tScS(i))]);
         }
-        if constexpr (!Traits::kDropout) convert_into(tSrS, tdVrP);
+        if constexpr (!Traits::kDropout && !Traits::kScoreOptions) convert_into(tSrS, tdVrP);
 
         // dSᵀ = Pᵀ ∘ (dPᵀ - D).
         float const* dsum = shared.dsum.data() + do_state.index * kBlockM;
         warpgroup_wait<0>();
         warpgroup_fence_operand(tdPrdP);
-        if constexpr (Traits::kDropout) {  // ---- dropout: dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D); Pᵀ ∘ keep to dV
+        if constexpr (Traits::kScoreOptions) {  // ---- score options: dSᵀ (and with a softcap Pᵀ)
+          score_options.gradients(tSrS, tdPrdP, tScS, lse, dsum, m0, n0, [](float x) { return exp2_of(x); });
+          convert_into(tSrS, tdVrP);
+        } else if constexpr (Traits::kDropout) {  // ---- dropout: dSᵀ = Pᵀ ∘ (Zᵀ ∘ dPᵀ - D); Pᵀ ∘ keep to dV
           Dropout(params, blk.batch, head).apply(keep, tSrS, tdPrdP, [&](int i) { return dsum[get<1>(tScS(i))]; });
           convert_into(tSrS, tdVrP);
         } else {

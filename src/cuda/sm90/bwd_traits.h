@@ -36,8 +36,11 @@ namespace flashcore::cuda::sm90 {
 //   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
 // kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
+// kScoreOptions_: the score-option kernels (bwd_score_options.h): sliding window (query-block range
+//   and mask), softcap and ALiBi in the recomputed scores, as runtime data. Not with kDropout_.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false,
+          bool kScoreOptions_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -50,6 +53,8 @@ struct BwdTraits {
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kDqWriter = kDqWriter_;
   static constexpr bool kDropout = kDropout_;
+  static constexpr bool kScoreOptions = kScoreOptions_;
+  static_assert(!(kDropout && kScoreOptions), "dropout with a score option runs on the sm80 backward");
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
@@ -208,6 +213,16 @@ struct BwdTraits {
     int total_q = 0;
     int total_k = 0;
     int batch = 0;
+    // Score options (the kScoreOptions kernels; params.h, common/score_mod.h): set by
+    // make_bwd_kernel_params for those kernels only; the others never read them.
+    int window_left = -1;   // -1: unbounded
+    int window_right = -1;  // -1: unbounded (0 when causal: no window)
+    float softcap = 0.0f;   // 0: off
+    float softcap_scale = 0.0f;
+    float score_unit_log2 = 0.0f;
+    float alibi_unit_scale = 0.0f;
+    float const* alibi_slopes = nullptr;  // null: off
+    int64_t alibi_batch_stride = 0;
   };
 };
 
