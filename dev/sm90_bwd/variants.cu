@@ -1,10 +1,5 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
 // 1000 + v; fc_sm90_bwd_variant_dim gives each variant's head dim).
-//   20 and 21 (left out with -DFC_BWD_NO_D256_VARIANTS), bf16 d256, session 12 (d256 run 4): the
-//       default mode's sweep order (BwdSwapKvSweep, bwd_swapkv_traits.h) other than the library's
-//       (query heads inner, query blocks descending): 20 heads outer (the library before session
-//       12; causal and not), 21 heads inner, ascending (causal only). Deterministic mode, and 21's
-//       non-causal calls, run the library's kernels (the TU's run_bwd, not compiled again).
 //   16, bf16 d64: the default mode with the dQ writer warp (bwd_dq_writer.h), as d128 has it
 //       since run 11. 17, bf16 d96: the same. Written in session 11 (numbered 13 and 14 on branch
 //       s11-bwd, renumbered at the merge with s11-bwd256; compile-checked, not run): time them
@@ -18,36 +13,14 @@
 // wait) and 15 (causal CTAs longest first) of run 12, rejected: dev/sm90_bwd/variant_run12.patch
 // (docs/tuning/backward_sm90.md, run 12); d256 variants 12 and 14 of d256 run 1 (dQᵀ last, with and
 // without the causal order; the library has dQᵀ first and the order since that run):
-// dev/sm90_bwd/variant_d256_dqlast.patch (session 12, review finding F9).
+// dev/sm90_bwd/variant_d256_dqlast.patch (session 12, review finding F9); d256 variants 20 and 21 of
+// d256 run 4 (session 12: the query heads swept inner, rejected): dev/sm90_bwd/variant_d256_sweep.patch.
 #include "cuda/sm90/bwd_launch_template.h"
 
 namespace flashcore::cuda::sm90 {
 
-#ifndef FC_BWD_NO_D256_VARIANTS
-extern template Status run_bwd<cutlass::bfloat16_t, 256>(const BwdParams& params, cudaStream_t stream);
-
-template <BwdSwapKvSweep kSweep, bool kNonCausal>
-Status run_bwd_d256_sweep(const BwdParams& p, cudaStream_t s) {
-  using bf16 = cutlass::bfloat16_t;
-  if (p.deterministic || (!p.causal && !kNonCausal)) return run_bwd<bf16, 256>(p, s);
-  constexpr BwdTileSize kTile = bwd_swapkv_tile_size(256);
-  using Traits = BwdTraitsSwapKV<bf16, 256, kTile.block_m, kTile.block_n, kTile.stages, false, kSweep>;
-  using TraitsCausal = BwdTraitsSwapKV<bf16, 256, kTile.block_m, kTile.block_n, kTile.stages, true, kSweep>;
-  return run_bwd_pass<Traits>(p, s, [&]() -> Status {
-    if constexpr (kNonCausal) {
-      if (!p.causal) return launch_bwd_swapkv_kernel<Traits, true, /*kAllowKvSplit=*/true>(p, s);
-    }
-    return launch_bwd_swapkv_kernel<TraitsCausal, true, /*kAllowKvSplit=*/true>(p, s);
-  });
-}
-#endif
-
 Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
   using bf16 = cutlass::bfloat16_t;
-#ifndef FC_BWD_NO_D256_VARIANTS
-  if (variant == 20) return run_bwd_d256_sweep<BwdSwapKvSweep::kHeadsOuter, /*kNonCausal=*/true>(p, s);
-  if (variant == 21) return run_bwd_d256_sweep<BwdSwapKvSweep::kHeadsInner, /*kNonCausal=*/false>(p, s);
-#endif
 #ifndef FC_BWD_NO_D128_VARIANTS
   // Deterministic mode as the library runs it (the per-warp adds: run_bwd's TraitsDet).
   if (variant == 16) {  // d64 with the dQ writer warp

@@ -23,7 +23,6 @@
 #include "cuda/sm90/bwd_dq_red.h"
 #include "cuda/sm90/bwd_mainloop.h"
 #include "cuda/sm90/bwd_named_barrier.h"
-#include "cuda/sm90/bwd_swapkv_traits.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/wgmma.h"
 
@@ -40,73 +39,6 @@ struct BwdSwapKvMainloop : BwdMainloop<Traits> {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
-
-  // The CTA's steps (query head, query block) in the order of Traits::kSweep; producer and
-  // consumer walk the same order, so the pipelines' stages pair up.
-  template <class Fn>
-  __forceinline__ __device__ static void for_each_step(BwdBlock const& blk, Fn&& fn) {
-    if constexpr (Traits::kSweep == BwdSwapKvSweep::kHeadsOuter) {
-      for (int head = blk.head_begin; head < blk.head_end; ++head) {
-        for (int m = blk.m_block_min; m < blk.m_block_max; ++m) fn(head, m);
-      }
-    } else {
-      const int m_blocks = blk.m_block_max - blk.m_block_min;
-#pragma unroll 1
-      for (int i = 0; i < m_blocks; ++i) {
-        const int m = Traits::kSweep == BwdSwapKvSweep::kHeadsInnerDescending ? blk.m_block_max - 1 - i
-                                                                              : blk.m_block_min + i;
-#pragma unroll 1
-        for (int head = blk.head_begin; head < blk.head_end; ++head) fn(head, m);
-      }
-    }
-  }
-
-  // Producer: BwdMainloop's (heads outer), or the same loads in for_each_step's order.
-  __forceinline__ __device__ static void load(Params const& params, SharedStorage& shared, BwdBlock const& blk,
-                                              State& q_state, State& do_state) {
-    using namespace cute;
-    if constexpr (Traits::kSweep == BwdSwapKvSweep::kHeadsOuter) {
-      Base::load(params, shared, blk, q_state, do_state);
-    } else {
-      Pipeline pipeline_q{shared.pipeline_q};
-      Pipeline pipeline_do{shared.pipeline_do};
-      Tensor sQ = make_tensor(make_smem_ptr(shared.q.data()), typename Traits::SmemLayoutQ{});     // (M, d, stage)
-      Tensor sdO = make_tensor(make_smem_ptr(shared.d_o.data()), typename Traits::SmemLayoutQ{});  // (M, d, stage)
-      Tensor sK = make_tensor(make_smem_ptr(shared.k.data()), typename Traits::SmemLayoutK{});     // (N, d)
-      Tensor sV = make_tensor(make_smem_ptr(shared.v.data()), typename Traits::SmemLayoutK{});     // (N, d)
-      Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch);  // (seqlen_k, d)
-      Tensor mV = params.tma_v.get_tma_tensor(params.shape_k)(_, _, blk.kv_head, blk.tma_batch);  // (seqlen_k, d)
-      Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
-      Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(blk.n_block, _0{}));  // (N, d)
-      auto [tKgK, tKsK] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
-                                        group_modes<0, 2>(gK));  // (TMA), (TMA)
-      auto [tVgV, tVsV] = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                                        group_modes<0, 2>(gV));  // (TMA), (TMA)
-      if (blk.iteration > 0) cutlass::arch::ClusterBarrier::wait(&shared.barrier_kv_empty, (blk.iteration - 1) & 1);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&shared.barrier_kv, 2 * Traits::kBytesKV);
-      copy(params.tma_k.with(shared.barrier_kv), tKgK, tKsK);
-      copy(params.tma_v.with(shared.barrier_kv), tVgV, tVsV);
-      for_each_step(blk, [&](int head, int m) {
-        Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch);    // (seqlen_q, d)
-        Tensor mdO = params.tma_do.get_tma_tensor(params.shape_q)(_, _, head, blk.tma_batch);  // (seqlen_q, d)
-        Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m, _0{}));    // (M, d)
-        Tensor gdO = local_tile(mdO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m, _0{}));  // (M, d)
-        auto q_parts = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-        auto do_parts = tma_partition(params.tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
-        const int64_t stat_offset = Base::row_stat_offset(params, blk.batch, head) + m * kBlockM;
-        uint64_t& q_full = pipeline_q.producer_acquire(q_state, Traits::kBytesQ + Traits::kBytesRowStat);
-        copy(params.tma_q.with(q_full), get<0>(q_parts), get<1>(q_parts)(_, q_state.index));
-        SM90_BULK_COPY_G2S::copy(params.lse_log2 + stat_offset, &q_full, shared.lse_log2.data() + q_state.index * kBlockM,
-                                 Traits::kBytesRowStat);
-        q_state.advance();
-        uint64_t& do_full = pipeline_do.producer_acquire(do_state, Traits::kBytesQ + Traits::kBytesRowStat);
-        copy(params.tma_do.with(do_full), get<0>(do_parts), get<1>(do_parts)(_, do_state.index));
-        SM90_BULK_COPY_G2S::copy(params.dsum + stat_offset, &do_full, shared.dsum.data() + do_state.index * kBlockM,
-                                 Traits::kBytesRowStat);
-        do_state.advance();
-      });
-    }
-  }
 
   // Consumer: on return tdVrdV and tdKrdK hold dVᵀ and dKᵀ / softmax_scale of the key block
   // (this warpgroup's d rows). The pipeline states and the P/dS buffer index carry over from the
@@ -173,8 +105,9 @@ struct BwdSwapKvMainloop : BwdMainloop<Traits> {
     clear(tdKrdK);
     cutlass::arch::ClusterTransactionBarrier::wait(&shared.barrier_kv, blk.iteration & 1);
 
-    auto step = [&](int head, int m) {
-        const int64_t stat_offset = Base::row_stat_offset(params, blk.batch, head);
+    for (int head = blk.head_begin; head < blk.head_end; ++head) {
+      const int64_t stat_offset = Base::row_stat_offset(params, blk.batch, head);
+      for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         const int m0 = m * kBlockM;
         pipeline_q.consumer_wait(q_state);
         Tensor tSrQ_stage = tSrQ(_, _, _, q_state.index);  // wgmma_gemm takes A by lvalue reference
@@ -237,8 +170,9 @@ struct BwdSwapKvMainloop : BwdMainloop<Traits> {
         q_state.advance();
         do_state.advance();
         buf ^= 1;
-    };
-    for_each_step(blk, step);
+
+      }
+    }
     // Every product reading K and V has retired (each step ends with wait<0>).
     __syncwarp();
     if (cutlass::canonical_lane_idx() == 0) cutlass::arch::ClusterBarrier::arrive(&shared.barrier_kv_empty);

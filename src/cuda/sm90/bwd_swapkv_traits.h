@@ -35,18 +35,7 @@
 
 namespace flashcore::cuda::sm90 {
 
-// The order of a CTA's steps (query head, query block) over its share of the kv head's group
-// (bwd_swapkv_mainloop.h's for_each_step). Heads outer: each head's query blocks in turn (the
-// library's until session 12). Heads inner: per query block every head of the share, so the CTAs
-// of a group, which start together, stay on the same Q/dO rows and dq_accum tiles instead of
-// drifting over the group's heads; descending: from the last query block down, so in a causal
-// grid (where key block n starts at query block n) the CTAs of a wave walk the same rows at the
-// same time and leave one by one at their diagonal. (Session 12, d256 run 4: the library takes
-// heads inner descending; the other two are dev variants 20 and 21 for the A/B.)
-enum class BwdSwapKvSweep { kHeadsOuter, kHeadsInner, kHeadsInnerDescending };
-
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          BwdSwapKvSweep kSweep_ = BwdSwapKvSweep::kHeadsInnerDescending>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_>
 struct BwdTraitsSwapKV {
   using Element = Element_;
   using ElementAccum = float;
@@ -55,7 +44,6 @@ struct BwdTraitsSwapKV {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
-  static constexpr BwdSwapKvSweep kSweep = kSweep_;
   // No dropout kernels at d > 128 (run_bwd_pass refuses a dropout call before launching).
   static constexpr bool kDropout = false;
 
