@@ -13,7 +13,7 @@ def main():
     rows, seen_cudnn = [], set()
     for line in open(src):
         r = json.loads(line)
-        if r["section"] == "prof":
+        if r["section"] in ("prof", "once"):  # no timings
             continue
         base = "base" in r["lib"]
         dtype = {"bfloat16": "bf16", "float16": "fp16"}.get(r.get("dtype", "bf16"), r.get("dtype", "bf16"))

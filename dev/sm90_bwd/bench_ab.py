@@ -20,6 +20,8 @@ it; the rows are JSON lines on stdout and in $OUT/ab.jsonl):
           of the causal order forced to 1, 2, 4, ... (bwd_tile_order.h; 0 = the rule), at GQA also
           with 4 CTAs a group (kv split forced), two alternating rounds.
   prof:   PROF_D=256 profiles bf16 d256 MHA h8 at 2k and 4k instead of d128.
+  once:   (session 12) one default-mode backward of each AB_ONCE shape ("b,s,hq,hkv,causal[,variant]"
+          separated by ";", d256 bf16), no cuDNN and no timing: the target of device_run.sh's ncu step.
 CUDA events, 3 warm-ups, mean of 20, warm L2 (as bench.py); FLOPs 2.5 x 4 B H S^2 D, halved when
 causal. cuDNN = SDPA's CUDNN_ATTENTION backward in the same process (enable_gqa where it is taken,
 else K/V repeated to every query head)."""
@@ -62,13 +64,17 @@ def flops_bwd(b, hq, s, d, causal):
 
 
 class Problem:
-    def __init__(self, b, s, hq, hkv, d, causal, dtype=torch.bfloat16):
+    def __init__(self, b, s, hq, hkv, d, causal, dtype=torch.bfloat16, cudnn=True):
         self.b, self.s, self.hq, self.hkv, self.d, self.causal = b, s, hq, hkv, d, causal
         self.q, self.do = (torch.randn(b, s, hq, d, device="cuda", dtype=dtype) for _ in range(2))
         self.k, self.v = (torch.randn(b, s, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
         self.dq = torch.empty_like(self.q)
         self.dk, self.dv = torch.empty_like(self.k), torch.empty_like(self.v)
         self.flops = flops_bwd(b, hq, s, d, causal)
+        if not cudnn:
+            self.out = torch.randn_like(self.q)
+            self.lse = torch.full((b, hq, s), 30.0, device="cuda", dtype=torch.float32)
+            return
         qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_(True) for t in (self.q, self.k, self.v))
         dot = self.do.transpose(1, 2)
         self.cudnn_via = "enable_gqa"
@@ -239,11 +245,24 @@ def l2_section():
             torch.cuda.empty_cache()
 
 
+def once_section():
+    for spec in os.environ.get("AB_ONCE", "4,4096,8,1,1;4,4096,8,8,1").split(";"):
+        b, s, hq, hkv, causal, *variant = (int(x) for x in spec.split(","))
+        p = Problem(b, s, hq, hkv, 256, bool(causal), cudnn=False)
+        v = variant[0] if variant else -1
+        fc_sm90_bwd.backward(p.do, p.q, p.k, p.v, p.out, p.lse, p.causal, p.dq, p.dk, p.dv, variant=v)
+        torch.cuda.synchronize()
+        emit(section="once", **p.shape(), variant=v)
+        del p
+        torch.cuda.empty_cache()
+
+
 def main():
     new_lib = hasattr(fc_sm90_bwd._LIB, "fc_sm90_bwd_force_kv_splits")
     sections = os.environ.get("AB_SECTIONS", "splits,det,prof").split(",")
     for name, fn in (("splits", lambda: splits_section(new_lib)), ("det", det_section), ("prof", prof_section),
-                     ("main", main_section), ("d256", d256_section), ("l2", l2_section)):
+                     ("main", main_section), ("d256", d256_section), ("l2", l2_section),
+                     ("once", once_section)):
         if name in sections:
             try:
                 fn()

@@ -133,9 +133,8 @@ static fc::BwdParams make_params(int batch, int heads_q, int heads_kv, int seqle
 }
 
 // A dev variant's kernel head dim (variants.cu), which its workspace plan takes and the harness
-// scripts pair with the problem's: 12 and 14 are d256 kernels, 16 d64, 17 d96, the rest d128.
+// scripts pair with the problem's: 16 d64, 17 d96, the rest d128.
 extern "C" int fc_sm90_bwd_variant_dim(int variant) {
-  if (variant == 12 || variant == 14) return 256;
   if (variant == 16) return 64;
   if (variant == 17) return 96;
   return 128;

@@ -20,6 +20,9 @@
 #              TOOLS), in the background; the next timing step waits for them
 #   bench      bench.py (BENCH_D, BENCH_GQA, VARIANTS, DET_VARIANTS, BENCH_SPLITS, FC_LIB)
 #   ab         bench_ab.py (FC_LIB, AB_SECTIONS, AB_VARIANTS)
+#   ncu        Nsight Compute (--set full, clocks left alone) on bench_ab.py's once section (AB_ONCE):
+#              the first NCU_COUNT (3) launches of kernels matching NCU_KERNEL (bwd_swapkv); the
+#              report (ncu.ncu-rep, when under 15 MB) and its raw metrics (ncu_raw.csv) come back
 #   gputests   waits for libbuild; the library's GPU tests with FLASHCORE_KERNELS=sm90 (FILTER)
 #   libbench   waits for libbuild; scripts/bench.sh with ARGS
 # Results: $OUT/summary.txt (one line a step), logs.tgz (every step's log), bench rows (jsonl).
@@ -143,6 +146,18 @@ run_step() {  # NAME KEY=VALUE...
       wait_san
       env "$@" AB_VARIANTS="$(good_variants "$(env "$@" bash -c 'echo $AB_VARIANTS')")" timeout "$t" python3 bench_ab.py >"$log" 2>&1; rc=$?
       say "$tag ($*): rc=$rc rows=$(grep -c '^{' "$log")"; grep -vE '^\{' "$log" | head -10 | tee -a "$S" ;;
+    ncu)
+      wait_san
+      env "$@" AB_SECTIONS=once timeout "$t" bash -c 'ncu --set full --clock-control none -k "regex:${NCU_KERNEL:-bwd_swapkv}" \
+        -c "${NCU_COUNT:-3}" -f -o "$LOGS_DIR/ncu" python3 bench_ab.py' >"$log" 2>&1; rc=$?
+      say "$tag ($*): rc=$rc $(grep -c '^==PROF== Profiling' "$log") kernels profiled"
+      grep -E '^==(ERROR|WARNING)==' "$log" | head -5 | tee -a "$S"
+      if [ -f "$logs/ncu.ncu-rep" ]; then
+        ncu -i "$logs/ncu.ncu-rep" --page raw --csv >"$out/ncu_raw.csv" 2>&1
+        ncu -i "$logs/ncu.ncu-rep" --page details >"$logs/ncu_details.txt" 2>&1
+        [ "$(stat -c %s "$logs/ncu.ncu-rep")" -lt 15000000 ] && cp "$logs/ncu.ncu-rep" "$out/"
+        mv "$logs/ncu.ncu-rep" /tmp/ 2>/dev/null
+      fi ;;
     gputests)
       wait_build
       (cd "$root" && timeout "$t" env FLASHCORE_KERNELS=sm90 "$@" bash -c \

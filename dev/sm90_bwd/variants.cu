@@ -1,10 +1,5 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
 // 1000 + v; fc_sm90_bwd_variant_dim gives each variant's head dim).
-//   12 and 14 (left out with -DFC_BWD_NO_D256_VARIANTS), bf16 d256, device run d256-1: the
-//       library's d256 path (bwd_swapkv_launch_template.h) with its session-11 steps turned off:
-//       12 both (dQᵀ last, the grid's own order: the d256 kernel of session 10), 14 dQᵀ last only
-//       (the causal order on). So library / 14 is dQᵀ first, 14 / 12 the causal order (no variant
-//       13 at d256: it would compile a second copy of the library's kernels).
 //   16, bf16 d64: the default mode with the dQ writer warp (bwd_dq_writer.h), as d128 has it
 //       since run 11. 17, bf16 d96: the same. Written in session 11 (numbered 13 and 14 on branch
 //       s11-bwd, renumbered at the merge with s11-bwd256; compile-checked, not run): time them
@@ -16,20 +11,16 @@
 // the split; the d256 path before run 8) and 10-11 (the dQ writer warp and the per-warp adds, runs
 // 10-11) dropped in session 11 (git history has them); d128 variants 12 (dV issued before the dPᵀ
 // wait) and 15 (causal CTAs longest first) of run 12, rejected: dev/sm90_bwd/variant_run12.patch
-// (docs/tuning/backward_sm90.md, run 12).
+// (docs/tuning/backward_sm90.md, run 12); d256 variants 12 and 14 of d256 run 1 (dQᵀ last, with and
+// without the causal order; the library has dQᵀ first and the order since that run):
+// dev/sm90_bwd/variant_d256_dqlast.patch (session 12, review finding F9); d256 variants 20 and 21 of
+// d256 run 4 (session 12: the query heads swept inner, rejected): dev/sm90_bwd/variant_d256_sweep.patch.
 #include "cuda/sm90/bwd_launch_template.h"
 
 namespace flashcore::cuda::sm90 {
 
 Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
   using bf16 = cutlass::bfloat16_t;
-#ifndef FC_BWD_NO_D256_VARIANTS
-  if (variant == 12 || variant == 14) {
-    constexpr bool kSplit = true, kRounds = true, kDqFirst = false;
-    return variant == 12 ? run_bwd_swapkv_with<bf16, 256, kSplit, kRounds, kDqFirst, /*kCausalOrder=*/false>(p, s)
-                         : run_bwd_swapkv_with<bf16, 256, kSplit, kRounds, kDqFirst, /*kCausalOrder=*/true>(p, s);
-  }
-#endif
 #ifndef FC_BWD_NO_D128_VARIANTS
   // Deterministic mode as the library runs it (the per-warp adds: run_bwd's TraitsDet).
   if (variant == 16) {  // d64 with the dQ writer warp

@@ -49,16 +49,15 @@ inline int bwd_swapkv_kv_splits(const BwdParams& p, int columns) {
 }
 
 // kAllowKvSplit: GQA groups may be split over a cluster (bwd_swapkv_kv_splits) in the default mode.
-// kCausalOrder: the default mode's causal grid runs longest sweeps first over L2 sections
-// (bwd_tile_order.h).
-template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false, bool kCausalOrder = false>
+// The default mode's causal grid runs longest sweeps first over L2 sections (bwd_tile_order.h).
+template <class Traits, bool kSingleBlock, bool kAllowKvSplit = false>
 Status launch_bwd_swapkv_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSingleBlock && kCausalOrder) {
+  if constexpr (kSingleBlock && Traits::kIsCausal) {
     params.l2_section = bwd_l2_section_units(Traits::kIsCausal, p.heads_kv * p.batch, p.group_size, p.seqlen_q,
                                              Traits::kHeadDim, int(sizeof(typename Traits::Element)));
-    if (Traits::kIsCausal && p.forced_l2_section > 0) params.l2_section = p.forced_l2_section;
+    if (p.forced_l2_section > 0) params.l2_section = p.forced_l2_section;
   }
   if constexpr (kSingleBlock && kAllowKvSplit) {
     params.kv_splits = bwd_swapkv_kv_splits(p, params.n_blocks);
@@ -136,21 +135,18 @@ Status launch_bwd_swapkv_rounds(const BwdParams& p, cudaStream_t stream) {
 
 // kAllowKvSplit: the GQA cluster split (default mode, and deterministic mode's rounds);
 // kDeterministicRounds: deterministic mode by rounds of the single-block kernel, else the looping
-// kernel. The library (run_bwd_swapkv) has both on since device run 8. kDqFirst
-// (BwdTraitsSwapKV) and kCausalOrder (launch_bwd_swapkv_kernel): on in the library since device
-// run d256-1. Dev variants (dev/sm90_bwd/variants.cu) turn them off for A/B runs.
-template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds, bool kDqFirst = true,
-          bool kCausalOrder = true>
+// kernel. The library (run_bwd_swapkv) has both on since device run 8.
+template <typename Element, int kHeadDim, bool kAllowKvSplit, bool kDeterministicRounds>
 Status run_bwd_swapkv_with(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdTileSize kTile = bwd_swapkv_tile_size(kHeadDim);
-  using Traits = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, false, kDqFirst>;
-  using TraitsCausal = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, true, kDqFirst>;
+  using Traits = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, false>;
+  using TraitsCausal = BwdTraitsSwapKV<Element, kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, true>;
   // The default mode runs the single-block instance (GQA groups split over a cluster where
   // bwd_swapkv_kv_splits says); deterministic mode the rounds or the looping instance, each CTA
   // column adding into its own dq_accum slice.
   return run_bwd_pass<Traits>(p, stream, [&]() -> Status {
     if (!p.deterministic) {
-      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit, kCausalOrder>(p, stream)
+      return p.causal ? launch_bwd_swapkv_kernel<TraitsCausal, true, kAllowKvSplit>(p, stream)
                       : launch_bwd_swapkv_kernel<Traits, true, kAllowKvSplit>(p, stream);
     }
     if constexpr (kDeterministicRounds) {

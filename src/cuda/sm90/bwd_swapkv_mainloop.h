@@ -11,8 +11,6 @@
 //   5. dQᵀ = Kᵀ dSᵀ, dVᵀ += dOᵀ P, dKᵀ += Qᵀ dS issued (SS, warpgroup w: its d atoms).
 //   6. Once dQᵀ retires, its partial is added into dq_accum from registers (bwd_dq_red.h) while
 //      dVᵀ and dKᵀ still run; once those retire the Q and dO stages go back to the producer.
-//   (Traits::kDqFirst off, the order before device run d256-1: dVᵀ, dKᵀ, then dQᵀ, the stages
-//   released under dQᵀ and the adds after it.)
 // P and dS have two buffers, so one barrier per step suffices (bwd_tile_size.h says why).
 #pragma once
 
@@ -153,25 +151,18 @@ struct BwdSwapKvMainloop : BwdMainloop<Traits> {
         Tensor tdVrdOt_stage = tdVrdOt(_, _, _, do_state.index);
         Tensor tdKrQt_stage = tdKrQt(_, _, _, q_state.index);
         float* dq_tile = dq_accum + (stat_offset + m0) * kHeadDim;
-        if constexpr (Traits::kDqFirst) {
-          // dQᵀ first: once it has retired (wgmma batches retire in issue order, so wait<2> leaves
-          // dVᵀ and dKᵀ in flight) its 16 reductions a thread leave while the tensor cores run
-          // dVᵀ and dKᵀ, instead of after every product of the step.
-          wgmma_gemm<true, -1, false>(mma_dq, tdQrKt, tdQrdS(_, _, _, buf), tdQrdQ);
-          wgmma_gemm<false, -1, false>(mma_dkv, tdVrdOt_stage, tdVrPt(_, _, _, buf), tdVrdV);
-          wgmma_gemm<false, /*wait*/ 2, false>(mma_dkv, tdKrQt_stage, tdKrdSt(_, _, _, buf), tdKrdK);
-          warpgroup_fence_operand(tdQrdQ);
-          dq_red_add(tdQrdQ, dq_tile, warp, lane);
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tdVrdV);
-          warpgroup_fence_operand(tdKrdK);
-        } else {
-          wgmma_gemm<false, -1, false>(mma_dkv, tdVrdOt_stage, tdVrPt(_, _, _, buf), tdVrdV);
-          wgmma_gemm<false, -1, false>(mma_dkv, tdKrQt_stage, tdKrdSt(_, _, _, buf), tdKrdK);
-          wgmma_gemm<true, /*wait*/ 1, false>(mma_dq, tdQrKt, tdQrdS(_, _, _, buf), tdQrdQ);
-          warpgroup_fence_operand(tdVrdV);
-          warpgroup_fence_operand(tdKrdK);
-        }
+        // dQᵀ first: once it has retired (wgmma batches retire in issue order, so wait<2> leaves
+        // dVᵀ and dKᵀ in flight) its 16 reductions a thread leave while the tensor cores run dVᵀ
+        // and dKᵀ, instead of after every product of the step (docs/tuning/backward_sm90.md, d256
+        // run 1).
+        wgmma_gemm<true, -1, false>(mma_dq, tdQrKt, tdQrdS(_, _, _, buf), tdQrdQ);
+        wgmma_gemm<false, -1, false>(mma_dkv, tdVrdOt_stage, tdVrPt(_, _, _, buf), tdVrdV);
+        wgmma_gemm<false, /*wait*/ 2, false>(mma_dkv, tdKrQt_stage, tdKrdSt(_, _, _, buf), tdKrdK);
+        warpgroup_fence_operand(tdQrdQ);
+        dq_red_add(tdQrdQ, dq_tile, warp, lane);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdVrdV);
+        warpgroup_fence_operand(tdKrdK);
         // dVᵀ and dKᵀ have retired: Q and dO (tiles and rows) are free. Every thread arrives
         // (bwd_mainloop.h says why).
         cutlass::arch::ClusterBarrier::arrive(&shared.pipeline_q.empty[q_state.index]);
@@ -180,11 +171,6 @@ struct BwdSwapKvMainloop : BwdMainloop<Traits> {
         do_state.advance();
         buf ^= 1;
 
-        if constexpr (!Traits::kDqFirst) {
-          warpgroup_wait<0>();
-          warpgroup_fence_operand(tdQrdQ);
-          dq_red_add(tdQrdQ, dq_tile, warp, lane);
-        }
       }
     }
     // Every product reading K and V has retired (each step ends with wait<0>).

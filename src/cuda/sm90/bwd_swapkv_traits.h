@@ -35,10 +35,7 @@
 
 namespace flashcore::cuda::sm90 {
 
-// kDqFirst_: the consumer step issues dQᵀ before dVᵀ and dKᵀ and adds it into dq_accum while those
-// two run (bwd_swapkv_mainloop.h; device run d256-1 in docs/tuning/backward_sm90.md).
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDqFirst_ = true>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_>
 struct BwdTraitsSwapKV {
   using Element = Element_;
   using ElementAccum = float;
@@ -47,7 +44,6 @@ struct BwdTraitsSwapKV {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kIsCausal = kIsCausal_;
-  static constexpr bool kDqFirst = kDqFirst_;
   // No dropout kernels at d > 128 (run_bwd_pass refuses a dropout call before launching).
   static constexpr bool kDropout = false;
 
