@@ -95,6 +95,8 @@ def parser():
     extra.add_argument("--ladder", type=_str_list, default=["naive", "algo1", "wmma"], help="rung names for --impl")
     extra.add_argument("--latency-runs", type=int, default=1000)
     extra.add_argument("--latency-warmup", type=int, default=50)
+    extra.add_argument("--latency-hold-us", type=float, default=200.0,
+                       help="GPU sleep after each latency sample's flush, so host jitter stays out of the sample")
     extra.add_argument("--cli-timeout-s", type=float, default=60.0)
     extra.add_argument("--memory-seqlens", type=_int_list)
     extra.add_argument("--memory-heads", type=int, default=16)

@@ -233,18 +233,21 @@ def _latency_lines(rows):
         return []
     r0 = rows[0]
     lines = ["", f"small-shape latency: B={r0['batch']} H={r0['heads']} S={r0['seqlen_q']} D={r0['head_dim']} "
-                 f"{r0['dtype']} forward (microseconds; p50/p90: GPU time per call after an L2 flush; wall: host "
-                 f"time per call of back-to-back calls; via graph: CUDA-graph replay)",
-             f"{'impl':16s}{'p50':>9s}{'p90':>9s}{'wall':>9s}  via"]
+                 f"{r0['dtype']} forward (microseconds; p50/p90: GPU time per call after an L2 flush and a "
+                 f"GPU hold; flush-only: the same without the hold, where host jitter can land in a sample; "
+                 f"wall: host time per call of back-to-back calls; via graph: CUDA-graph replay)",
+             f"{'impl':16s}{'p50':>9s}{'p90':>9s}{'fo p50':>9s}{'fo p90':>9s}{'wall':>9s}  via"]
+
+    def us(r, key):
+        return f"{r[key] * 1e3:9.1f}" if r.get(key) is not None else f"{'-':>9s}"
     for r in rows:
         kern = f" [{r['kernels']}]" if r.get("kernels") else ""
         if r.get("ms") is None:
-            lines.append(f"{r['impl']:16s}{'-':>9s}{'-':>9s}{'-':>9s}  {r.get('via', 'torch')}: {r['reason'][:120]}")
+            lines.append(f"{r['impl']:16s}" + f"{'-':>9s}" * 5 + f"  {r.get('via', 'torch')}: {r['reason'][:120]}")
             continue
-        p90 = f"{r['ms_p90'] * 1e3:9.1f}" if r.get("ms_p90") is not None else f"{'-':>9s}"
-        wall = f"{r['ms_wall'] * 1e3:9.1f}" if r.get("ms_wall") is not None else f"{'-':>9s}"
         via = r.get("via", "torch") + (f" ({r['dtype']})" if r["dtype"] != r0["dtype"] else "")
-        lines.append(f"{r['impl']:16s}{r['ms'] * 1e3:9.1f}{p90}{wall}  {via}{kern}")
+        lines.append(f"{r['impl']:16s}{us(r, 'ms')}{us(r, 'ms_p90')}{us(r, 'ms_flush_only')}"
+                     f"{us(r, 'ms_p90_flush_only')}{us(r, 'ms_wall')}  {via}{kern}")
     return lines
 
 

@@ -6,7 +6,9 @@ from . import journal
 
 SCHEMA = "flashbench/2"  # 2: rows carry kernels, heads_kv and via; GQA and graph rows
 METHOD = ("CUDA-event time per call, median over reps (sweep) or p50/p90 over fixed runs (latency); "
-          "a 256 MB buffer is written before every timed call (cold L2); warm-up calls first; fresh "
+          "a 256 MB buffer is written before every timed call (cold L2), and in the latency table a GPU "
+          "sleep (hold_us) after it, so the host's work for the call is enqueued before the GPU reaches "
+          "it (flush-only p50/p90 and the host wall time per call beside it); warm-up calls first; fresh "
           "torch.randn inputs per shape; fwd = inference forward, bwd = backward alone (retain_graph), "
           "fwd_bwd = both; FLOPs: fwd 4*B*H*Sq*Sk*D (halved when causal), bwd 2.5x, fwd_bwd 3.5x.")
 

@@ -49,8 +49,8 @@ def _settings(args):
     keys = ("mode", "impls", "dtypes", "head_dims", "seqlens", "passes", "causals", "gqa_ratios", "gqa_seqlens",
             "tokens", "hidden",
             "math_max_seqlen", "sdpa_layout", "warmup_ms", "rep_ms", "min_reps", "max_reps", "l2_flush_mb",
-            "budget_s", "cell_timeout_s", "latency_runs", "latency_warmup", "cli", "ladder", "memory_seqlens",
-            "memory_heads", "memory_head_dim", "memory_dtype", "ex88", "ex88_iterations", "no_graph")
+            "budget_s", "cell_timeout_s", "latency_runs", "latency_warmup", "latency_hold_us", "cli", "ladder",
+            "memory_seqlens", "memory_heads", "memory_head_dim", "memory_dtype", "ex88", "ex88_iterations", "no_graph")
     return {k: getattr(args, k) for k in keys}
 
 

@@ -2,7 +2,8 @@
 
 Like triton.testing.do_bench: each timed call is preceded by writing a 256 MB buffer (H100's L2 is
 50 MB), so every call starts with a cold L2 and, because the flush keeps the GPU busy while Python
-enqueues the next call, the launch overhead of the Python wrapper is hidden for small calls.
+enqueues the next call, the launch overhead of the Python wrapper is hidden for small calls. The
+latency table adds a GPU hold after the flush (GpuHold) so that stays true under host jitter.
 """
 import gc
 import math
@@ -16,6 +17,35 @@ class L2Flusher:
 
     def __call__(self):
         self.buffer.zero_()
+
+
+class GpuHold:
+    """A GPU sleep of about `microseconds` enqueued after the flush in the latency table (the same
+    for every impl): the flush alone (~89 us on the H100) hides the host's work for one timed
+    iteration (the flush's and hold's launches, two event records, the call's host path) only while
+    the host issues it within the flush's GPU time; a host stall past that left the GPU idle between
+    the start event and the call's first kernel, and the idle landed in the sample (session 11's
+    eager p90: 14.0 us in one run, 10.6 in another, for the same kernel). With the hold the sample
+    is the call's GPU time for any host stall shorter than flush + hold. The host's time per call is
+    reported beside it (wall_ms)."""
+
+    def __init__(self, torch, microseconds=200.0):
+        self.torch = torch
+        self.microseconds = microseconds
+        # _sleep counts SM clock cycles; the clock moves with the power state, so calibrate once
+        # here (the hold needs only to be long enough, not exact).
+        probe = 200_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(probe)
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        cycles_per_us = probe / max(start.elapsed_time(end) * 1e3, 1.0)
+        self.cycles = int(microseconds * cycles_per_us)
+
+    def __call__(self):
+        self.torch.cuda._sleep(self.cycles)
 
 
 def samples_ms(torch, fn, flush, warmup_ms=10.0, rep_ms=40.0, min_reps=5, max_reps=100, fixed_reps=None,

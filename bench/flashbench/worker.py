@@ -59,6 +59,7 @@ class Runner:
         self.flash_attn_func, self.flashcore_reason, self.flashcore_path = impls.load_flashcore()
         self.selector = families.Selector() if self.flash_attn_func is not None else None
         self.flush = timing.L2Flusher(torch, args.l2_flush_mb)
+        self.hold = None  # timing.GpuHold, made at the first latency cell
         self.watchdog = Watchdog(jr)
         self.watchdog.start()
         self.inputs = None
@@ -169,12 +170,23 @@ class Runner:
                 graph = None
                 if cell.via == "graph":
                     run, graph = timing.graph_replay(torch, run)
-                samples = timing.samples_ms(torch, run, self.flush, fixed_reps=self.args.latency_runs,
-                                            fixed_warmup=self.args.latency_warmup)
-                wall = timing.wall_ms(torch, run, min(200, self.args.latency_runs))
+                # Flush then hold (timing.GpuHold): the call's GPU time whatever the host's jitter.
+                # The flush-only samples (the method before session 12) are kept beside it.
+                if self.hold is None:
+                    self.hold = timing.GpuHold(torch, self.args.latency_hold_us)
+
+                def flush_and_hold():
+                    self.flush()
+                    self.hold()
+                runs, warmup = self.args.latency_runs, self.args.latency_warmup
+                samples = timing.samples_ms(torch, run, flush_and_hold, fixed_reps=runs, fixed_warmup=warmup)
+                flush_only = timing.samples_ms(torch, run, self.flush, fixed_reps=runs, fixed_warmup=warmup)
+                wall = timing.wall_ms(torch, run, min(200, runs))
                 del run, graph
                 return cell.row(ms=timing.percentile(samples, 50), ms_p90=timing.percentile(samples, 90),
-                                runs=len(samples), ms_wall=wall, **extra)
+                                runs=len(samples), ms_wall=wall, hold_us=self.args.latency_hold_us,
+                                ms_flush_only=timing.percentile(flush_only, 50),
+                                ms_p90_flush_only=timing.percentile(flush_only, 90), **extra)
             a = self.args
             samples = timing.samples_ms(torch, run, self.flush, warmup_ms=a.warmup_ms, rep_ms=a.rep_ms,
                                         min_reps=a.min_reps, max_reps=a.max_reps)

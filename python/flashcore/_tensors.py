@@ -94,11 +94,17 @@ def _rank4(t, device):
 
 def pack_forward_dense(q, k, v, out, lse, options):
     """(buffer, the five descriptors' addresses, the options' address); `options` are COptions'
-    fields in order (lib.option_values). The buffer must outlive the C call."""
+    fields in order (lib.option_values). `out` and `lse` as run_forward_dense allocates them:
+    contiguous, q's shape and (batch, nheads, seqlen_q), so their layouts come from q's shape
+    rather than two more shape and stride reads a call. The buffer must outlive the C call."""
     device = _CUDA_CODES[q.is_cuda]
+    batch, seqlen_q, nheads, headdim = shape = q.shape
+    row = nheads * headdim
     buffer = _FORWARD_BUFFER.from_buffer_copy(_FORWARD_DENSE.pack(
-        *_rank4(q, device), *_rank4(k, device), *_rank4(v, device), *_rank4(out, device),
-        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, *lse.shape, 0, *lse.stride(), 0, *options))
+        q.data_ptr(), _DTYPE_CODES[q.dtype], device, 4, *shape, *q.stride(), *_rank4(k, device), *_rank4(v, device),
+        out.data_ptr(), _DTYPE_CODES[q.dtype], device, 4, *shape, seqlen_q * row, row, headdim, 1,
+        lse.data_ptr(), lib.DTYPE_FLOAT32, device, 3, batch, nheads, seqlen_q, 0, nheads * seqlen_q, seqlen_q, 1, 0,
+        *options))
     base = ctypes.addressof(buffer)
     return buffer, (base, base + _DESCRIPTOR_SIZE, base + 2 * _DESCRIPTOR_SIZE, base + 3 * _DESCRIPTOR_SIZE,
                     base + 4 * _DESCRIPTOR_SIZE), base + 5 * _DESCRIPTOR_SIZE

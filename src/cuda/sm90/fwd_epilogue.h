@@ -4,10 +4,10 @@
 // [0, seqlen_q) of the tile's sequence (fwd_sequence.h: a varlen tile's rows past it belong to the
 // next sequence) and columns past the real head_dim left unwritten. No shared memory and no
 // barrier: Q's buffer was released right after the last QK^T (fwd_mainloop.h), so the next tile's
-// Q load overlaps this epilogue. With 4-byte stores this took 2.0 us (d128) / 6.5 us (d256) per
-// tile at 2k keys with no wgmma issued meanwhile (tuning log v10); 8/16 bytes cut it 4-5x (v11).
-// O staged in Q's buffer and written by TMA stores did about as well at d256 but made the next Q
-// load wait for the stores' smem reads; removed in v13 (the tuning log has its measurements).
+// Q load overlaps this epilogue. Why the wide stores: with 4-byte stores the epilogue takes 2.0 us
+// (d128) / 6.5 us (d256) a tile at 2k keys with no wgmma issued meanwhile; 8/16 bytes cut it 4-5x.
+// Direct stores rather than O through shared memory and a TMA store: the next tile's Q load would
+// wait for the stores' smem reads (docs/tuning/forward_sm90.md, v10-v13).
 #pragma once
 
 #include <cute/tensor.hpp>

@@ -35,10 +35,9 @@ struct FwdTileSize {
   bool prefetch_next_q = false;
   // Bytes a thread writes per store instruction (fwd_epilogue.h): 4 (each its column pair), 8 (pairs
   // swapped between neighbouring lanes: a quad writes a whole 32-byte sector of its row) or 16 (a
-  // 4 x 4 transpose across the quad). v11's timeline for 16: the epilogue per tile 2.0 -> 0.5 us
-  // (d128), 6.5 -> 1.35 us (d256), Q still released after the last QK^T. Tiles with 8 or 16 since
-  // v12 (tuning log: +3-10 % at 2k-8k where they apply). O staged in Q's buffer and written by TMA
-  // stores measured no better than these at d256 and was removed (v11, v13).
+  // 4 x 4 transpose across the quad). With 16 the epilogue per tile drops 2.0 -> 0.5 us (d128),
+  // 6.5 -> 1.35 us (d256), Q still released after the last QK^T; +3-10 % at 2k-8k where a tile
+  // uses 8 or 16 (docs/tuning/forward_sm90.md, v11-v13).
   int o_store_bytes = 4;
 };
 
@@ -92,9 +91,8 @@ constexpr FwdTileSize fwd_tile_size_main(int head_dim, bool causal) {
   //   from HBM at once after their last QK^T. Nsight Compute, bf16 2k non-causal: 412.2 -> 408.8 us
   //   (-0.8 %); A/B +0-5 % at 2k-4k, causal and not (s9).
   //   O stored 8 bytes a thread-instruction: non-causal +10.4 / +6.4 / +3.9 % at 2k / 4k / 8k (v12
-  //   A/B), causal +12.9 / +10.9 / +7.0 / +4.3 % at 1k / 2k / 4k / 8k (v13 A/B; the zig-zag
-  //   kernel's 4 B spill with 8 is gone since v12's epilogue refactor). 16 bytes (0 spills since
-  //   then too) measured -3 ... +3 % against 8 (v13): not adopted.
+  //   A/B), causal +12.9 / +10.9 / +7.0 / +4.3 % at 1k / 2k / 4k / 8k (v13 A/B; 0 spills). 16
+  //   bytes measured -3 ... +3 % against 8 (v13): 8 kept.
   return {128, 80, 2, true, 64, 1, 0, 1, /*prefetch_next_q*/ true, /*o_store_bytes*/ 8};
 }
 
