@@ -286,7 +286,8 @@ using FwdTraitsFor =
 // at any length. Non-causal: persistent, but the general score-option kernel (kScoreMod: every
 // option's code) one tile per CTA, since persistent it spilled 176 B at d128 (ptxas). The
 // one-option kernels (kAlibi, kSoftcap) are instantiated for the zig-zag and the non-causal grids
-// only: a causal call on the one-tile grid runs kScoreMod, which serves them too.
+// only: a causal call on the one-tile grid runs kScoreMod, which serves them too. So a (dtype, head
+// dim) adds six option kernels, ten at d128.
 template <typename Element, int kHeadDim, bool kIsCausal, FwdVariant kVariant = FwdVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
   constexpr bool kPlain = kVariant == FwdVariant::kPlain;
