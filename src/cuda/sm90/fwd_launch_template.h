@@ -317,12 +317,14 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
         return launch_fwd<Traits, true, FwdZigZagScheduler, kVariant>(params, stream);
       }
     }
-    if constexpr (kVariant == FwdVariant::kAlibi || kVariant == FwdVariant::kSoftcap) {
-      return run_fwd_for_shape<Element, kHeadDim, true, FwdVariant::kScoreMod>(params, stream);
-    }
   }
-  constexpr bool kPersistent = !kIsCausal && kVariant != FwdVariant::kScoreMod;
-  return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
+  // The discarded branch instantiates nothing: no causal one-tile kernel of a one-option variant.
+  if constexpr (kIsCausal && (kVariant == FwdVariant::kAlibi || kVariant == FwdVariant::kSoftcap)) {
+    return run_fwd_for_shape<Element, kHeadDim, true, FwdVariant::kScoreMod>(params, stream);
+  } else {
+    constexpr bool kPersistent = !kIsCausal && kVariant != FwdVariant::kScoreMod;
+    return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
+  }
 }
 
 template <typename Element, int kHeadDim>
