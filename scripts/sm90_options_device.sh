@@ -13,8 +13,9 @@
 #   2. compute-sanitizer memcheck and racecheck on the sweep (every compiled row; option rows with all
 #      options on the first shape)
 #   3. fuzz on sm90 with the score options drawn (FUZZ_COUNT, default 3000)
-#   4. forward timings, d128 bf16 (scripts/options_cost.sh's cases, forward only, sm90); TIMING_ROUNDS
-#      rounds each (default 2), TIMING_CASES a regex on the case names (default all)
+#   4. forward timings, d128 bf16 and a few fp16 rows (scripts/options_cost.sh's cases, forward only,
+#      sm90); TIMING_ROUNDS rounds (default 2, rounds outermost), TIMING_CASES a regex on the case
+#      names (default all)
 #   resources: cuobjdump's registers and stack per forward kernel
 #   varlen: the varlen forward cases on sm90 (window/softcap/ALiBi/dropout with cu_seqlens: the option
 #      kernels declare varlen), sanitize_varlen: memcheck + racecheck on them
@@ -55,7 +56,7 @@ if want resources; then
 stamp "registers / stack of the forward kernels (cuobjdump)"
 cuobjdump --dump-resource-usage "$tests" 2>/dev/null | grep -A1 "Function.*fwd_kernel" | grep -v '^--' | paste - - |
   sed -E 's/.*Function ([^ :]*):.*REG:([0-9]+) STACK:([0-9]+).*/\2 \3 \1/' | while read -r reg stack name; do
-    echo "REG $reg STACK $stack $(echo "$name" | c++filt | grep -oE 'FwdTraits<[^>]*>|Scheduler[^,]*|KernelVariant\)[0-9]' | tr '\n' ' ')"
+    echo "REG $reg STACK $stack $(echo "$name" | c++filt | grep -oE 'FwdTraits<[^>]*>|Scheduler[^,]*|FwdVariant\)[0-9]' | tr '\n' ' ')"
   done | tee "$out/resources.txt"
 fi
 if want options; then
@@ -160,13 +161,18 @@ cases=(
   "16k plain|--seqlen 16384 --batch 1 --heads 16"
   "8k causal window 1024,0|--seqlen 8192 --batch 2 --heads 16 --causal --window 1024,0"
   "16k causal window 2048,0|--seqlen 16384 --batch 1 --heads 16 --causal --window 2048,0"
+  "8k softcap 50|--seqlen 8192 --batch 2 --heads 16 --softcap 50"
+  "8k fp16 plain|--seqlen 8192 --batch 2 --heads 16 --dtype fp16"
+  "8k fp16 softcap 30|--seqlen 8192 --batch 2 --heads 16 --dtype fp16 --softcap 30"
+  "8k fp16 alibi|--seqlen 8192 --batch 2 --heads 16 --dtype fp16 --alibi"
 )
 [ -n "${TIMING_CASES:-}" ] && mapfile -t cases < <(for c in "${cases[@]}"; do [[ "${c%%|*}" =~ ${TIMING_CASES} ]] && echo "$c"; done)
 : >"$out/timings.jsonl"
 cp /dev/null "$out/timings.txt"
-for c in "${cases[@]}"; do
-  name="${c%%|*}"; args="${c#*|}"
-  for r in $(seq "${TIMING_ROUNDS:-2}"); do
+# Rounds outermost, so each case's rounds are spread over the run (clock and thermal drift).
+for r in $(seq "${TIMING_ROUNDS:-2}"); do
+  for c in "${cases[@]}"; do
+    name="${c%%|*}"; args="${c#*|}"
     # shellcheck disable=SC2086
     line=$("$cli" run --device cuda --kernels "${BENCH_KERNELS:-sm90}" --dtype bf16 --head-dim 128 $args --warmup 5 \
       --repeats 20 --json 2>&1) || { echo "$name: failed: $line"; continue; }

@@ -184,8 +184,15 @@ const std::vector<OptionCase>& option_cases() {
       {"window_d256", {1, 333, 400, 2, 1, 256, true}, Layout::kContiguous, 70, -1},
       {"softcap_d64", {1, 1000, 1000, 2, 2, 64, false}, Layout::kContiguous, -1, -1, 5.0f},
       {"softcap_causal_gqa_d128", {1, 777, 777, 8, 2, 128, true}, Layout::kPaddedAligned, -1, -1, 1.0f},
+      // sm90 d128: the softcap-only kernel, persistent (144 tiles for 132 SMs), bf16 with the row
+      // max fixed at softcap (fwd_softmax.h's FwdSoftmaxBounded); above kBoundedSoftcapMax bf16 runs
+      // the general score-option kernel, fp16 the softcap-only one with the running max.
+      {"softcap_30_gqa_d128", {2, 200, 200, 36, 12, 128, false}, Layout::kContiguous, -1, -1, 30.0f},
+      {"softcap_50_q_shorter_d128", {1, 600, 900, 2, 1, 128, false}, Layout::kContiguous, -1, -1, 50.0f},
       {"alibi_d64", {2, 500, 700, 2, 2, 64, false}, Layout::kContiguous, -1, -1, 0.0f, 1},
       {"alibi_per_batch_causal_mqa_d128", {2, 700, 500, 4, 1, 128, true}, Layout::kContiguous, -1, -1, 0.0f, 2},
+      // sm90 d128: the ALiBi-only kernel on the persistent grid (144 tiles).
+      {"alibi_q_shorter_gqa_d128", {2, 200, 300, 36, 6, 128, false}, Layout::kContiguous, -1, -1, 0.0f, 1},
       {"all_gqa_d64", {2, 1000, 1100, 4, 2, 64, false}, Layout::kPaddedAligned, 200, 30, 3.0f, 2},
       {"all_causal_d128", {1, 1500, 1200, 4, 2, 128, true}, Layout::kContiguous, 300, -1, 1.5f, 1},
       {"all_d40_staged", {1, 300, 257, 3, 1, 40, false}, Layout::kContiguous, 50, 20, 2.0f, 1},

@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                      uint64_t* __restrict__ times) {
   using namespace flashcore::cuda;
   using namespace flashcore::cuda::sm90;
-  constexpr KernelVariant kVariant = KernelVariant::kPlain;
+  constexpr FwdVariant kVariant = FwdVariant::kPlain;
   using Mainloop = FwdMainloop<Traits, kVariant>;
   using SharedStorage = typename Traits::SharedStorage;
   using Pipeline = typename Mainloop::Pipeline;

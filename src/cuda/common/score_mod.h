@@ -47,10 +47,13 @@ struct ScoreMod {
   // softcap_scale), the score in units of softcap.
   template <class TensorAcc>
   __forceinline__ __device__ static void cap(const ProblemParams& params, TensorAcc& acc) {
-    if (params.softcap > 0.0f) {
-      CUTE_UNROLL
-      for (int i = 0; i < cute::size(acc); ++i) acc(i) = fast_tanh(acc(i) * params.softcap_scale);
-    }
+    if (params.softcap > 0.0f) cap(params.softcap_scale, acc);
+  }
+  // The same for kernels that know softcap is on.
+  template <class TensorAcc>
+  __forceinline__ __device__ static void cap(float softcap_scale, TensorAcc& acc) {
+    CUTE_UNROLL
+    for (int i = 0; i < cute::size(acc); ++i) acc(i) = fast_tanh(acc(i) * softcap_scale);
   }
 
   // ALiBi over a tile: the thread's base distance (as float) and, per entry, the compile-time

@@ -57,7 +57,6 @@ Status run_bwd_with_traits(const BwdParams& params, cudaStream_t stream) {
   // Six kernels: causal or not, times the variant (plain, window, score options; kernel_variant.h).
   Status status;
   switch (kernel_variant(params)) {
-    case KernelVariant::kAlibi:  // never from kernel_variant(); the general kernel serves it
     case KernelVariant::kScoreMod:
       status = params.causal ? launch_bwd_kernel<Traits, true, KernelVariant::kScoreMod>(params, smem_bytes, stream)
                              : launch_bwd_kernel<Traits, false, KernelVariant::kScoreMod>(params, smem_bytes, stream);

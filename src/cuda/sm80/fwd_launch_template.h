@@ -44,7 +44,6 @@ Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
 template <typename Element, int kHeadDim>
 Status run_fwd(const FwdParams& params, cudaStream_t stream) {
   switch (kernel_variant(params)) {
-    case KernelVariant::kAlibi:  // never from kernel_variant(); the general kernel serves it
     case KernelVariant::kScoreMod: return run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream);
     case KernelVariant::kWindow: return run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
     case KernelVariant::kPlain: break;

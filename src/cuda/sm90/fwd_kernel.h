@@ -22,9 +22,9 @@
 
 namespace flashcore::cuda::sm90 {
 
-// kVariant: the plain kernel or the option kernel (fwd_score_options.h), whose options arrive in
+// kVariant: the plain kernel or an option kernel (fwd_score_options.h), whose options arrive in
 // `options` (empty for the plain one).
-template <class Traits, class Scheduler, KernelVariant kVariant = KernelVariant::kPlain>
+template <class Traits, class Scheduler, FwdVariant kVariant = FwdVariant::kPlain>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(CUTE_GRID_CONSTANT typename Traits::Params const params, Scheduler const scheduler,
                CUTE_GRID_CONSTANT FwdOptionArgs<kVariant> const options) {

@@ -18,7 +18,6 @@
 #include <cute/tensor.hpp>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/kernel_variant.h"
 #include "cuda/sm90/cluster_launch.h"
 #include "cuda/sm90/fwd_kernel.h"
 #include "cuda/sm90/fwd_launch.h"
@@ -206,7 +205,7 @@ int max_active_clusters(Kernel kernel, int threads, int smem_bytes, int sm_count
 template <class Traits, bool kPersistent = !Traits::kIsCausal,
           class Scheduler = std::conditional_t<(Traits::kClusterM > 1), FwdClusterScheduler<Traits::kClusterM>,
                                                FwdTileScheduler<kPersistent, Traits::kIsCausal>>,
-          KernelVariant kVariant = KernelVariant::kPlain>
+          FwdVariant kVariant = FwdVariant::kPlain>
 Status launch_fwd(const FwdParams& p, cudaStream_t stream) {
   constexpr int kClusterM = Traits::kClusterM;
   auto kernel = &fwd_kernel<Traits, Scheduler, kVariant>;
@@ -281,14 +280,17 @@ using FwdTraitsFor =
 
 // The tile for one problem: the table's (fwd_tile_size.h), or for a problem whose 64-row tiles
 // all fit in one wave, the small-problem tile; for few keys, the short-keys tile. The option
-// kernels (fwd_score_options.h: window only, kWindow; softcap/ALiBi, kScoreMod) take their own
-// tables' tiles (fwd_tile_size_window, fwd_tile_size_options) and the main scheduling only
-// (non-causal softcap/ALiBi: one tile per CTA), so each (dtype, head dim) adds six kernels (d128:
-// eight with run_fwd_alibi's). Causal with a left window bound: the tiles cost about the same (the
-// window's blocks), so the persistent zig-zag grid at any length.
-template <typename Element, int kHeadDim, bool kIsCausal, KernelVariant kVariant = KernelVariant::kPlain>
+// kernels (fwd_score_options.h) take their own tables' tiles (fwd_tile_size_window for kWindow,
+// fwd_tile_size_options for the score-option ones) and the main scheduling only. Causal with a left
+// window bound: the tiles cost about the same (the window's blocks), so the persistent zig-zag grid
+// at any length. Non-causal: persistent, but the general score-option kernel (kScoreMod: every
+// option's code) one tile per CTA, since persistent it spilled 176 B at d128 (ptxas). The
+// one-option kernels (kAlibi, kSoftcap) are instantiated for the zig-zag and the non-causal grids
+// only: a causal call on the one-tile grid runs kScoreMod, which serves them too. So a (dtype, head
+// dim) adds six option kernels, ten at d128.
+template <typename Element, int kHeadDim, bool kIsCausal, FwdVariant kVariant = FwdVariant::kPlain>
 Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
-  constexpr bool kPlain = kVariant == KernelVariant::kPlain;
+  constexpr bool kPlain = kVariant == FwdVariant::kPlain;
   constexpr int kSmallBlockM = kPlain ? fwd_tile_size(FwdTileKind::kSmallProblem, kHeadDim, kIsCausal).block_m : 0;
   if constexpr (kSmallBlockM > 0) {
     const long tiles = long(params.batch) * params.heads_q * ((params.seqlen_q + kSmallBlockM - 1) / kSmallBlockM);
@@ -301,10 +303,9 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
       return launch_fwd<FwdTraitsFor<Element, kHeadDim, kIsCausal, FwdTileKind::kShortKeys>>(params, stream);
     }
   }
-  constexpr bool kScoreMod = has_score_mod(kVariant);
-  constexpr FwdTileKind kKind = kPlain                                ? FwdTileKind::kMain
-                                : kVariant == KernelVariant::kWindow ? FwdTileKind::kWindow
-                                                                     : FwdTileKind::kOptions;
+  constexpr FwdTileKind kKind = kPlain                             ? FwdTileKind::kMain
+                                : kVariant == FwdVariant::kWindow ? FwdTileKind::kWindow
+                                                                  : FwdTileKind::kOptions;
   using Traits = FwdTraitsFor<Element, kHeadDim, kIsCausal, kKind>;
   if constexpr (kIsCausal) {
     constexpr int kZigZagMaxMBlocks = fwd_tile_size(kKind, kHeadDim, true).zigzag_max_m_blocks;
@@ -317,9 +318,13 @@ Status run_fwd_for_shape(const FwdParams& params, cudaStream_t stream) {
       }
     }
   }
-  // Non-causal softcap/ALiBi kernels take one tile per CTA: persistent, ALiBi's code spilled 176 B (ptxas).
-  constexpr bool kPersistent = !kIsCausal && !kScoreMod;
-  return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
+  // The discarded branch instantiates nothing: no causal one-tile kernel of a one-option variant.
+  if constexpr (kIsCausal && (kVariant == FwdVariant::kAlibi || kVariant == FwdVariant::kSoftcap)) {
+    return run_fwd_for_shape<Element, kHeadDim, true, FwdVariant::kScoreMod>(params, stream);
+  } else {
+    constexpr bool kPersistent = !kIsCausal && kVariant != FwdVariant::kScoreMod;
+    return launch_fwd<Traits, kPersistent, FwdTileScheduler<kPersistent, kIsCausal>, kVariant>(params, stream);
+  }
 }
 
 template <typename Element, int kHeadDim>
@@ -328,51 +333,31 @@ Status run_fwd(const FwdParams& params, cudaStream_t stream) {
                        : run_fwd_for_shape<Element, kHeadDim, false>(params, stream);
 }
 
-// The option kernels: sliding window, softcap, ALiBi and dropout (any of them, or none) as runtime
-// data; a call without softcap and ALiBi runs the window kernel (no score code: the softcap/ALiBi
-// kernel measured ~9 % slower on window-only calls, 3-4 % on dropout-only ones at 8k, docs/dropout.md v4). Registered in the dispatch table beside run_fwd with the options
-// bits (generate.py's "variants").
-template <typename Element, int kHeadDim, KernelVariant kVariant>
+template <typename Element, int kHeadDim, FwdVariant kVariant>
 Status run_fwd_variant(const FwdParams& params, cudaStream_t stream) {
   return params.causal ? run_fwd_for_shape<Element, kHeadDim, true, kVariant>(params, stream)
                        : run_fwd_for_shape<Element, kHeadDim, false, kVariant>(params, stream);
 }
-// ALiBi without softcap at d128: the ALiBi kernel (kAlibi: no softcap code, no per-tile slope
-// branch), causal on the zig-zag grid (<= 64 m_blocks, windowed or varlen calls), non-causal one
-// tile per CTA as the softcap/ALiBi kernel; 2 kernels a (dtype). Causal calls on the one-tile grid
-// keep the softcap/ALiBi kernel. Measures how much of the score-option kernel's cost over the
-// window kernel is its carrying every option's code (docs/tuning/forward_sm90_options.md, s11).
-template <typename Element, int kHeadDim>
-Status run_fwd_alibi(const FwdParams& params, cudaStream_t stream, bool* ran) {
-  *ran = false;
-  if constexpr (kHeadDim > 96 && kHeadDim <= 128) {
-    if (params.alibi_slopes == nullptr || params.softcap > 0.0f) return Status::Ok();
-    if (!params.causal) {
-      *ran = true;
-      using Traits = FwdTraitsFor<Element, kHeadDim, false, FwdTileKind::kOptions>;
-      return launch_fwd<Traits, false, FwdTileScheduler<false, false>, KernelVariant::kAlibi>(params, stream);
-    }
-    using Traits = FwdTraitsFor<Element, kHeadDim, true, FwdTileKind::kOptions>;
-    constexpr int kZigZagMaxMBlocks = fwd_tile_size(FwdTileKind::kOptions, kHeadDim, true).zigzag_max_m_blocks;
-    const int num_m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-    if (params.cu_seqlens_q != nullptr || num_m_blocks <= kZigZagMaxMBlocks || params.window_left >= 0) {
-      *ran = true;
-      return launch_fwd<Traits, true, FwdZigZagScheduler, KernelVariant::kAlibi>(params, stream);
-    }
-  }
-  return Status::Ok();
-}
 
+// The option kernels: sliding window, softcap, ALiBi and dropout (any of them, or none) as runtime
+// data, registered in the dispatch table beside run_fwd with the options bits (generate.py's
+// "variants"). The leanest kernel that serves the call: without softcap and ALiBi the window
+// kernel (no score code: the softcap/ALiBi kernel measured ~9 % slower on window-only calls, 3-4 %
+// on dropout-only ones at 8k, docs/dropout.md v4); at d128 with one of them its one-option kernel
+// (kSoftcap in bf16 only up to kBoundedSoftcapMax, where its softmax may fix the row max); else
+// the general score-option kernel.
 template <typename Element, int kHeadDim>
 Status run_fwd_options(const FwdParams& params, cudaStream_t stream) {
-  bool ran = false;
-  const Status alibi = run_fwd_alibi<Element, kHeadDim>(params, stream, &ran);
-  if (ran) return alibi;
-  // Dropout alone runs the window kernel (it carries dropout too, fwd_score_options.h): no softcap
-  // or ALiBi code, so persistent where the softcap/ALiBi kernel is not.
-  const bool score_mod = params.softcap > 0.0f || params.alibi_slopes != nullptr;
-  return score_mod ? run_fwd_variant<Element, kHeadDim, KernelVariant::kScoreMod>(params, stream)
-                   : run_fwd_variant<Element, kHeadDim, KernelVariant::kWindow>(params, stream);
+  const bool softcap = params.softcap > 0.0f, alibi = params.alibi_slopes != nullptr;
+  if (!softcap && !alibi) return run_fwd_variant<Element, kHeadDim, FwdVariant::kWindow>(params, stream);
+  if constexpr (kHeadDim > 96 && kHeadDim <= 128) {
+    constexpr bool kBf16 = std::is_same_v<Element, cutlass::bfloat16_t>;
+    if (!softcap) return run_fwd_variant<Element, kHeadDim, FwdVariant::kAlibi>(params, stream);
+    if (!alibi && (!kBf16 || params.softcap <= kBoundedSoftcapMax)) {
+      return run_fwd_variant<Element, kHeadDim, FwdVariant::kSoftcap>(params, stream);
+    }
+  }
+  return run_fwd_variant<Element, kHeadDim, FwdVariant::kScoreMod>(params, stream);
 }
 
 }  // namespace flashcore::cuda::sm90

@@ -10,10 +10,11 @@
 // under the others' products.
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "cuda/common/kernel_variant.h"
 #include "cuda/common/mask.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/fwd_score_options.h"
@@ -26,7 +27,7 @@
 
 namespace flashcore::cuda::sm90 {
 
-template <class Traits, KernelVariant kVariant = KernelVariant::kPlain>
+template <class Traits, FwdVariant kVariant = FwdVariant::kPlain>
 struct FwdMainloop {
   using Element = typename Traits::Element;
   using Params = typename Traits::Params;
@@ -37,8 +38,9 @@ struct FwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kRows = 2;  // rows of the 64-row slab each consumer thread holds
-  using Softmax = FwdSoftmax<kRows, Traits::kExp2FmaEvery>;
   using Score = FwdScore<Traits, kVariant>;
+  using Softmax = std::conditional_t<Score::kBoundedScores, FwdSoftmaxBounded<kRows, Traits::kExp2FmaEvery>,
+                                     FwdSoftmax<kRows, Traits::kExp2FmaEvery>>;
   using OptionArgs = FwdOptionArgs<kVariant>;
 
   // Ping-pong turns: warpgroup w waits for its turn before issuing GEMMs and hands the turn to

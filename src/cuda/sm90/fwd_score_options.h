@@ -1,27 +1,30 @@
-// The attention options in the sm90 forward, by kernel variant (common/kernel_variant.h): what a
-// tile's mask, trip counts and scores are. The plain kernels (kPlain) get the causal/seqlen mask
-// and raw scores with the softmax scale, as before, and no kernel argument; the window kernels
-// (kWindow) get the sliding window, the score-option kernels (kScoreMod) the window, softcap and
-// ALiBi, all as runtime data of the call (fwd_launch_template.h's run_fwd_options picks); the
-// ALiBi kernel (kAlibi, d128: causal on the zig-zag grid, non-causal) the window and ALiBi with no
-// softcap code and no per-tile slope branch (run_fwd_alibi):
+// The attention options in the sm90 forward, by kernel variant (FwdVariant below): what a tile's
+// mask, trip counts and scores are. The plain kernels (kPlain) get the causal/seqlen mask and raw
+// scores with the softmax scale, as before, and no kernel argument; the window kernels (kWindow)
+// get the sliding window, the score-option kernels (kScoreMod) the window, softcap and ALiBi, all
+// as runtime data of the call (fwd_launch_template.h's run_fwd_options picks); at d128 the
+// one-option kernels (kAlibi, kSoftcap) carry the window and one score option's code only, with no
+// per-tile branch on it:
 //   window   mask.h's trip counts (key blocks wholly outside the window are never loaded) and the
 //            masked tiles' compares: the blocks at the window's left edge take the mask too;
 //   softcap  tanh per score, ALiBi one FADD + FFMA per score (score_mod.h), each a uniform branch
-//            per tile;
+//            per tile in kScoreMod; kSoftcap's scores are bounded (tanh <= 1), so in bf16 its
+//            softmax needs no running max (fwd_softmax.h's FwdSoftmaxBounded);
 //   units    scores in units of score_unit (score_mod.h), so the softmax's exp2 stays one FFMA and
 //            the LSE comes out in natural units;
-//   dropout  (kWindow and kScoreMod, a uniform branch per tile; a call with dropout and neither
+//   dropout  (every option kernel, a uniform branch per tile; a call with dropout and neither
 //            softcap nor ALiBi runs the window kernel) the dropped entries of the converted 16-bit P
 //            become 0 after the row sums (common/dropout.h's stream and element mapping, the
 //            wgmma accumulator holding the mma.sync pattern: 16 rows a warp, 8-column groups),
 //            and 1 / (1 - p) goes onto O once, before the epilogue.
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
 
 #include "cuda/common/dropout.h"
-#include "cuda/common/kernel_variant.h"
 #include "cuda/common/mask.h"
 #include "cuda/common/score_mod.h"
 #include "cuda/params.h"
@@ -29,34 +32,46 @@
 
 namespace flashcore::cuda::sm90 {
 
+// The sm90 forward's kernels: one per call need (common/kernel_variant.h) and, for calls with one
+// score option at d128, a kernel with that option's code alone (kAlibi: ALiBi, kSoftcap: softcap;
+// each with the window and dropout). The general kernel's every-option code and per-tile branches
+// cost ~7 % on ALiBi calls (session 11, docs/tuning/forward_sm90_options.md).
+enum class FwdVariant { kPlain, kWindow, kScoreMod, kAlibi, kSoftcap };
+
+constexpr bool has_window(FwdVariant v) { return v != FwdVariant::kPlain; }
+// Scores in score units (score_mod.h).
+constexpr bool has_score_mod(FwdVariant v) { return v != FwdVariant::kPlain && v != FwdVariant::kWindow; }
+constexpr bool has_softcap(FwdVariant v) { return v == FwdVariant::kScoreMod || v == FwdVariant::kSoftcap; }
+constexpr bool has_alibi(FwdVariant v) { return v == FwdVariant::kScoreMod || v == FwdVariant::kAlibi; }
+
 // The option kernels' extra kernel argument: the call's options (ProblemParams). Empty for the
 // plain kernels, whose launch is unchanged.
-template <KernelVariant kVariant>
+template <FwdVariant kVariant>
 struct FwdOptionArgs {
+  ProblemParams problem;
+  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
+};
+template <>
+struct FwdOptionArgs<FwdVariant::kPlain> {
   static FwdOptionArgs of(const ProblemParams&) { return {}; }
 };
-template <>
-struct FwdOptionArgs<KernelVariant::kWindow> {
-  ProblemParams problem;
-  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
-};
-template <>
-struct FwdOptionArgs<KernelVariant::kScoreMod> {
-  ProblemParams problem;
-  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
-};
-template <>
-struct FwdOptionArgs<KernelVariant::kAlibi> {
-  ProblemParams problem;
-  static FwdOptionArgs of(const ProblemParams& p) { return {p}; }
-};
+
+// Softcap-only calls whose scores the bounded softmax takes (FwdSoftmaxBounded: the row max fixed
+// at softcap): every exp(s - softcap) >= exp(-2 softcap) stays a normal float and a normal bf16
+// (>= 2^-126, so softcap <= 43). fp16 P would flush such values (its normals end at 2^-14), so
+// fp16 keeps the running max.
+constexpr float kBoundedSoftcapMax = 40.0f;
 
 // One tile's view of the options: built once per (m_block, head, batch) tile by the producer (trip
 // counts) and each consumer thread (trip counts, scores).
-template <class Traits, KernelVariant kVariant>
+template <class Traits, FwdVariant kVariant>
 struct FwdScore {
   static constexpr bool kWindow = has_window(kVariant);
   static constexpr bool kScoreMod = has_score_mod(kVariant);
+  // Tile entries are at most 1 (tanh), so the softmax may fix each row's max (bf16 only: see
+  // kBoundedSoftcapMax; run_fwd_options sends larger softcaps to kScoreMod).
+  static constexpr bool kBoundedScores =
+      kVariant == FwdVariant::kSoftcap && std::is_same_v<typename Traits::Element, cutlass::bfloat16_t>;
   using Params = typename Traits::Params;
 
   AttentionMask mask;
@@ -84,8 +99,8 @@ struct FwdScore {
     if constexpr (kScoreMod) {
       scale_log2 = args.problem.score_unit_log2;
       unit = args.problem.score_unit;
-      slope = ScoreMod::slope(args.problem, batch, head);
     }
+    if constexpr (has_alibi(kVariant)) slope = ScoreMod::slope(args.problem, batch, head);
   }
 
   // Key blocks [n_begin, n_end) hold every key the query block may see; blocks outside
@@ -108,10 +123,12 @@ struct FwdScore {
   __forceinline__ __device__ void apply([[maybe_unused]] FwdOptionArgs<kVariant> const& args,
                                         [[maybe_unused]] TensorS& tSrS, [[maybe_unused]] TensorC const& tScS,
                                         [[maybe_unused]] int row0, [[maybe_unused]] int col0) const {
-    if constexpr (has_softcap(kVariant)) {
+    if constexpr (kVariant == FwdVariant::kScoreMod) {
       ScoreMod::apply(args.problem, mask.diagonal(), slope, tSrS, tScS, row0, col0);
-    } else if constexpr (kScoreMod) {
+    } else if constexpr (kVariant == FwdVariant::kAlibi) {
       ScoreMod::bias(mask.diagonal(), slope, tSrS, tScS, row0, col0);
+    } else if constexpr (kVariant == FwdVariant::kSoftcap) {
+      ScoreMod::cap(args.problem.softcap_scale, tSrS);
     }
   }
 

@@ -98,4 +98,64 @@ struct FwdSoftmax {
   }
 };
 
+// The softmax of scores known to be at most 1 in tile units (the softcap kernel's tanh, in units of
+// softcap): each row's max is fixed at that bound, so there is no running max, no cross-lane max,
+// no correction and no O rescale; exp2(s * scale_log2 - scale_log2) is one FFMA and one MUFU.EX2
+// as before. The exponentials are then exp(score - softcap) >= exp(-2 softcap) in natural units:
+// normal floats and normal bf16 for softcap <= kBoundedSoftcapMax (fwd_score_options.h), and each
+// is as precise relative to itself as with the running max. The LSE is softcap + log(sum).
+template <int kRows, int kExp2FmaEvery = 0>
+struct FwdSoftmaxBounded {
+  static_assert(kExp2FmaEvery >= 0);
+  float row_sum[kRows];  // this thread's partial sum of exponentials
+
+  __forceinline__ __device__ FwdSoftmaxBounded() {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) row_sum[r] = 0.0f;
+  }
+
+  // FwdSoftmax::online's interface; `correction` is left alone (rescale() does nothing).
+  template <class TensorS>
+  __forceinline__ __device__ void online(TensorS& acc_s, float scale_log2, float (&)[kRows]) {
+    using namespace cute;
+    Tensor s = make_tensor(acc_s.data(), wgmma_acc_as_rows_cols(acc_s.layout()));  // (rows, cols)
+    static_assert(decltype(size<0>(s))::value == kRows);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float sum = 0.0f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        const float x = fmaf(s(r, c), scale_log2, -scale_log2);
+        if constexpr (kExp2FmaEvery > 0) {
+          s(r, c) = c % kExp2FmaEvery == kExp2FmaEvery - 1 ? exp2_fma(x) : fast_exp2(x);
+        } else {
+          s(r, c) = fast_exp2(x);
+        }
+        sum += s(r, c);
+      }
+      row_sum[r] += sum;
+    }
+  }
+
+  template <class TensorO>
+  __forceinline__ __device__ static void rescale(TensorO&, float const (&)[kRows]) {}
+
+  // FwdSoftmax::finalize with the fixed max: `unit` is the bound in natural units (softcap).
+  template <class TensorO, class RowHasKeys>
+  __forceinline__ __device__ void finalize(TensorO& acc_o, float unit, float (&lse)[kRows],
+                                           RowHasKeys const& row_has_keys) {
+    using namespace cute;
+    Tensor out = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_allreduce_sum(row_sum[r]);
+      const bool has_keys = row_has_keys(r);
+      const float inv_sum = has_keys ? 1.0f / sum : 0.0f;
+      lse[r] = !has_keys ? -INFINITY : sum == 0.0f ? NAN : unit + logf(sum);
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(out); ++c) out(r, c) = has_keys ? out(r, c) * inv_sum : 0.0f;
+    }
+  }
+};
+
 }  // namespace flashcore::cuda::sm90

@@ -121,8 +121,9 @@ constexpr FwdTileSize fwd_tile_size_short_keys(int head_dim, bool causal) {
 // spilled 88-100 B even window-only; 128 x 176 at d128 non-causal 92-224 B, window-only 108 B),
 // so 128 x 128 tiles with two consumer warpgroups
 // (240 registers): d64 with two Q buffers (16 + 16 + 2 x (16 + 16) = 96 KB), d128 the causal tile
-// (3 stages) for both. Non-causal softcap/ALiBi ones run one tile per CTA (fwd_launch_template.h:
-// persistent spilled 176 B at d128); causal scheduling as the plain kernels'.
+// (3 stages) for both. The non-causal general softcap/ALiBi kernel runs one tile per CTA
+// (fwd_launch_template.h: persistent it spilled 176 B at d128; the one-option kernels kAlibi and
+// kSoftcap do not, and are persistent); causal scheduling as the plain kernels'.
 constexpr FwdTileSize fwd_tile_size_options(int head_dim, bool causal) {
   if (head_dim <= 64) return {128, 128, 2, true, 64, 2};
   if (head_dim > 96 && head_dim <= 128) return {128, 128, 3, true, 64};
