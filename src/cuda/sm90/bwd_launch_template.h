@@ -273,9 +273,10 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
 // dQ before dK (kDqFirst): 0.84-0.97x -> 0.94-0.96x cuDNN at d128 bf16 (device run 2).
 template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false,
-          bool kDropout = false>
+          bool kDropout = false, bool kTailLongestFirst = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
-                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout>;
+                               bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout,
+                               kTailLongestFirst>;
 
 // d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
 template <typename Element, int kHeadDim>

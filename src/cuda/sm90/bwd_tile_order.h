@@ -64,4 +64,32 @@ constexpr BwdTileCoord bwd_tile_in_l2_sections(int bx, int by, int bz, int grid_
   return c;
 }
 
+// The d <= 128 kernels' causal default grid (dev variant 18 of docs/tuning/backward_sm90.md, run
+// 13): only the last `tail_units` units of the launch order are taken by key block (every tail
+// unit's block 0, then block 1, ...); the units before them keep the grid's own order and so
+// their L2 reuse (device run 12's variant 15 ordered every unit in chunks and lost up to 13 % on
+// GQA 8:1 causal). The tail is what ends the grid: left as is, its last unit's block 0 starts a
+// full sweep a few short blocks before the end. Same launch order and cluster rule as above.
+constexpr BwdTileCoord bwd_tile_tail_longest_first(int bx, int by, int bz, int grid_x, int grid_y, int grid_z,
+                                                   int tail_units, int kv_splits) {
+  const int n_blocks = grid_x;
+  const int heads_kv = grid_y / kv_splits;
+  const int units = heads_kv * grid_z;
+  const int tail = tail_units < units ? (tail_units > 0 ? tail_units : 1) : units;
+  const int cluster = bx + n_blocks * (by / kv_splits + heads_kv * bz);
+  const int first_tail = (units - tail) * n_blocks;
+  int unit = cluster / n_blocks;
+  int n_block = cluster % n_blocks;
+  if (cluster >= first_tail) {
+    const int within = cluster - first_tail;
+    unit = units - tail + within % tail;
+    n_block = within / tail;
+  }
+  BwdTileCoord c{};
+  c.n_block = n_block;
+  c.y = (unit % heads_kv) * kv_splits + by % kv_splits;
+  c.batch = unit / heads_kv;
+  return c;
+}
+
 }  // namespace flashcore::cuda::sm90

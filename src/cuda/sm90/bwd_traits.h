@@ -36,8 +36,11 @@ namespace flashcore::cuda::sm90 {
 //   consumers only stage it (off: each consumer warp issues its own bulk reduce-add, bwd_dq_accum.h).
 // kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
+// kTailLongestFirst_: causal, default mode, dense: the grid's last rows take their longest sweeps
+//   first (bwd_tile_order.h, bwd_tile_tail_longest_first); off: each row key block 0 first.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
-          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false>
+          bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false,
+          bool kTailLongestFirst_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -50,6 +53,7 @@ struct BwdTraits {
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kDqWriter = kDqWriter_;
   static constexpr bool kDropout = kDropout_;
+  static constexpr bool kTailLongestFirst = kTailLongestFirst_ && kIsCausal_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
