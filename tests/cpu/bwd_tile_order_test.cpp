@@ -14,6 +14,7 @@ namespace {
 
 using flashcore::cuda::sm90::bwd_l2_section_units;
 using flashcore::cuda::sm90::bwd_tile_in_l2_sections;
+using flashcore::cuda::sm90::bwd_tile_tail_longest_first;
 using flashcore::cuda::sm90::BwdTileCoord;
 
 TEST(BwdTileOrder, L2SectionRuleAtTheBenchedShapes) {
@@ -83,6 +84,53 @@ TEST(BwdTileOrder, KeyBlockMajorInsideASection) {
     const BwdTileCoord c = bwd_tile_in_l2_sections(bx, head, bz, 3, 2, 2, 2, 1);
     EXPECT_EQ(c.n_block, expected_block[launch]) << "launch " << launch;
     EXPECT_EQ(c.batch * 2 + c.y, expected_unit[launch]) << "launch " << launch;
+  }
+}
+
+// The d <= 128 kernels' causal tail order (dev variant 18): a bijection that keeps clusters
+// together and their ranks, leaves the units before the tail in the grid's own order, and runs the
+// tail's key blocks in order across its units.
+TEST(BwdTileOrder, TailLongestFirstIsABijectionThatLeavesTheHeadAlone) {
+  for (const int n_blocks : {1, 2, 5, 16}) {
+    for (const int heads_kv : {1, 2, 3}) {
+      for (const int splits : {1, 2, 4}) {
+        for (const int batch : {1, 2, 3}) {
+          const int units = heads_kv * batch;
+          for (const int tail : {0, 1, 2, 3, 5, 100}) {
+            const int gx = n_blocks, gy = heads_kv * splits, gz = batch;
+            const int tail_units = tail < 1 ? 1 : (tail > units ? units : tail);
+            std::set<std::tuple<int, int, int>> seen;
+            int launch = 0;
+            for (int bz = 0; bz < gz; ++bz) {
+              for (int head = 0; head < heads_kv; ++head) {
+                for (int bx = 0; bx < gx; ++bx, ++launch) {
+                  const BwdTileCoord first = bwd_tile_tail_longest_first(bx, head * splits, bz, gx, gy, gz, tail, splits);
+                  const int unit = first.batch * heads_kv + first.y / splits;
+                  if (launch < (units - tail_units) * n_blocks) {
+                    ASSERT_EQ(first.n_block, bx) << "before the tail: the grid's own order";
+                    ASSERT_EQ(unit, bz * heads_kv + head);
+                  } else {
+                    const int within = launch - (units - tail_units) * n_blocks;
+                    ASSERT_EQ(first.n_block, within / tail_units) << "the tail: key block major";
+                    ASSERT_EQ(unit, units - tail_units + within % tail_units);
+                  }
+                  for (int rank = 0; rank < splits; ++rank) {
+                    const BwdTileCoord c =
+                        bwd_tile_tail_longest_first(bx, head * splits + rank, bz, gx, gy, gz, tail, splits);
+                    ASSERT_EQ(c.y % splits, rank) << "a CTA keeps its rank in the cluster";
+                    ASSERT_EQ(c.n_block, first.n_block);
+                    ASSERT_EQ(c.y / splits, first.y / splits);
+                    ASSERT_EQ(c.batch, first.batch);
+                    ASSERT_TRUE(seen.emplace(c.n_block, c.y, c.batch).second) << "a tile taken twice";
+                  }
+                }
+              }
+            }
+            EXPECT_EQ(int(seen.size()), n_blocks * heads_kv * splits * batch);
+          }
+        }
+      }
+    }
   }
 }
 
