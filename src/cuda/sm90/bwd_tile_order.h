@@ -64,8 +64,9 @@ constexpr BwdTileCoord bwd_tile_in_l2_sections(int bx, int by, int bz, int grid_
   return c;
 }
 
-// The d <= 128 kernels' causal default grid (dev variant 18 of docs/tuning/backward_sm90.md, run
-// 13): only the last `tail_units` units of the launch order are taken by key block (every tail
+// The d <= 128 kernels' causal default grid (Traits::kTailLongestFirst; the d128 default since
+// docs/tuning/backward_sm90.md's run 13: +1.7 to +12.6 % in 5 of 6 causal cells, -2.6 % in one):
+// only the last `tail_units` units of the launch order are taken by key block (every tail
 // unit's block 0, then block 1, ...); the units before them keep the grid's own order and so
 // their L2 reuse (device run 12's variant 15 ordered every unit in chunks and lost up to 13 % on
 // GQA 8:1 causal). The tail is what ends the grid: left as is, its last unit's block 0 starts a
