@@ -23,6 +23,7 @@
 #include "cuda/sm90/bwd_kernel.h"
 #include "cuda/sm90/bwd_launch.h"
 #include "cuda/sm90/bwd_sequence.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/bwd_tile_size.h"
 #include "cuda/sm90/bwd_traits.h"
 
@@ -189,6 +190,13 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
   }
   const dim3 grid(columns, p.heads_kv * params.kv_splits, depth);
+  if constexpr (Traits::kTailLongestFirst && kSingleBlock) {
+    if (!slots) {  // dense default grid: its tail's longest sweeps first (bwd_tile_order.h)
+      params.tail_units = bwd_tail_units(p.heads_kv * p.batch, columns, p.group_size / params.kv_splits, p.seqlen_q,
+                                         Traits::kHeadDim, int(sizeof(typename Traits::Element)),
+                                         p.device.sm_count > 0 ? p.device.sm_count : 132, params.kv_splits);
+    }
+  }
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);

@@ -101,31 +101,15 @@ struct BwdMainloop {
   // The d <= 128 kernels' grid: the CTA's work (BwdWork: a dense call's batch, or a varlen
   // call's sequence and its key blocks).
   __forceinline__ __device__ static BwdBlock block_of(Params const& params, BwdWork const& work, int iteration) {
-    if constexpr (Traits::kTailLongestFirst) {  // the causal default mode's dense grid only
-      if (!params.deterministic && !bwd_is_varlen(params)) {
+    if constexpr (Traits::kTailLongestFirst) {  // the causal default mode's dense grid (launch_bwd_kernel)
+      if (params.tail_units > 0) {
         const BwdTileCoord c = bwd_tile_tail_longest_first(int(blockIdx.x), int(blockIdx.y), int(blockIdx.z),
                                                            int(gridDim.x), int(gridDim.y), int(gridDim.z),
-                                                           tail_units(params), params.kv_splits);
+                                                           params.tail_units, params.kv_splits);
         return block_at(params, iteration, c.n_block, c.y, c.batch);
       }
     }
     return block_at(params, iteration, work.first_n_block + iteration * gridDim.x, blockIdx.y, work.batch);
-  }
-
-  // Units (kv head, batch) of the grid's tail taken longest sweep first: as many as keep their Q
-  // and dO within kTailBytes of L2 and no more than about 1.5 waves of longest sweeps need (3 x
-  // clusters a wave / key blocks). MHA 8k: 4 of 32 units, 4k 8 of 64, 2k 16 of 128; GQA 8:1 4k
-  // (2 CTAs a group, 4 heads a CTA) 2 of 8.
-  static constexpr int64_t kTailBytes = 16 << 20;
-  __forceinline__ __device__ static int tail_units(Params const& params) {
-    unsigned sms;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    const int clusters_per_wave = max(1, int(sms) / params.kv_splits);
-    const int64_t unit_bytes = int64_t(params.group_size / params.kv_splits) * params.seqlen_q * kHeadDim * 2 *
-                               int64_t(sizeof(Element));  // Q and dO of a CTA's query heads
-    const int by_l2 = int(max(int64_t(1), kTailBytes / max(unit_bytes, int64_t(1))));
-    const int by_waves = max(1, (3 * clusters_per_wave + int(gridDim.x) - 1) / int(gridDim.x));
-    return min(by_l2, by_waves);
   }
 
   // Key block n_block of grid row y (kv head * kv_splits + the CTA's share of its group) and batch

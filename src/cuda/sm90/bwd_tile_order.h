@@ -64,6 +64,24 @@ constexpr BwdTileCoord bwd_tile_in_l2_sections(int bx, int by, int bz, int grid_
   return c;
 }
 
+// Units (kv head, batch) of the d <= 128 kernels' causal default grid taken longest sweep first at
+// its tail (host; bwd_tile_tail_longest_first below): as many as keep their Q and dO within 16 MB
+// of L2, and no more than about 1.5 waves of longest sweeps need (3 x clusters a wave / key blocks).
+// bf16 d128, 16k tokens, 132 SMs: MHA 8k 4 of 32 units, 4k 8 of 64, 2k 16 of 128; GQA 8:1 4k (2
+// CTAs a group, 4 query heads a CTA) 2 of 8. `heads_per_cta` = group_size / kv_splits.
+inline int bwd_tail_units(int units, int n_blocks, int heads_per_cta, int seqlen_q, int kernel_head_dim,
+                          int element_bytes, int sm_count, int kv_splits) {
+  constexpr std::int64_t kTailBytes = 16ll << 20;
+  if (units <= 0 || n_blocks <= 0) return 0;
+  const std::int64_t unit_bytes = std::int64_t(heads_per_cta) * seqlen_q * kernel_head_dim * 2 * element_bytes;
+  const std::int64_t by_l2 = unit_bytes > 0 ? kTailBytes / unit_bytes : units;
+  const int clusters_per_wave = sm_count / kv_splits > 0 ? sm_count / kv_splits : 1;
+  const int by_waves = (3 * clusters_per_wave + n_blocks - 1) / n_blocks;
+  std::int64_t tail = by_l2 < by_waves ? by_l2 : by_waves;
+  if (tail < 1) tail = 1;
+  return int(tail < units ? tail : units);
+}
+
 // The d <= 128 kernels' causal default grid (Traits::kTailLongestFirst; the d128 default since
 // docs/tuning/backward_sm90.md's run 13: +1.7 to +12.6 % in 5 of 6 causal cells, -2.6 % in one):
 // only the last `tail_units` units of the launch order are taken by key block (every tail

@@ -213,6 +213,9 @@ struct BwdTraits {
     int total_q = 0;
     int total_k = 0;
     int batch = 0;
+    // Traits::kTailLongestFirst: the causal default grid's last units taken by key block
+    // (bwd_tile_order.h; launch_bwd_kernel sets it); 0 = the grid's own order.
+    int tail_units = 0;
   };
 };
 
