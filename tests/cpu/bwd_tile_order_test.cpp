@@ -1,4 +1,5 @@
-// The sm90 backward's causal grid orders (src/cuda/sm90/bwd_tile_order.h: the d256 L2 sections, the d128 tail), checked on the host:
+// The sm90 backward's causal grid orders (src/cuda/sm90/bwd_tile_order.h: the d256 L2 sections,
+// the d128 tail), checked on the host:
 // the L2 section rule's choices at the benched shapes, and that the launch-index remap is a
 // bijection onto (key block, kv head and rank, batch) that keeps a cluster's CTAs on one key block
 // and unit, keeps their ranks, and runs key blocks in order inside each section.
