@@ -297,13 +297,14 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   } else {
     // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: on the H100 at bf16, +0 to
     // +6.6 % non-causal, -2.6 to +4.8 % causal, ahead in 34 of 36 cells over two runs
-    // (docs/tuning/backward_sm90.md, runs 10-11); at d96 +0.5 to +4.9 % in 8 of 8 cells (run 13,
-    // H200). Not at d64 (run 13: -0.8 to -4.5 % in 8 of 8 cells: its 128 x 128 step keeps the
+    // (docs/tuning/backward_sm90.md, runs 10-11); at d96 +2.3 to +9.4 % in every cell, bf16 and
+    // fp16 (runs 13-14). Not at d64 (run 13: -0.8 to -4.5 % in 8 of 8 cells: its 128 x 128 step keeps the
     // consumers busier than the writer's barrier pair saves) and not in deterministic mode
     // (unmeasured; its looping kernels spill 2-3x more with it).
     constexpr bool kDqWriter = kHeadDim == 128 || kHeadDim == 96;
-    // Causal at d128: the grid's tail units longest sweep first (bwd_tile_order.h): +1.7 to +12.6 %
-    // in 5 of 6 causal cells, -2.6 % in one (run 13, H200). Not measured at d64 / d96.
+    // Causal at d128: the grid's tail units longest sweep first (bwd_tile_order.h): on the H100
+    // +7.6 % mean over 9 bf16 causal cells (+15.5 % at GQA 8:1 2k/4k, 0 at 8k; run 14), fp16
+    // +6.8 to +14.2 %. Not measured at d64 / d96.
     constexpr bool kTailLongestFirst = kHeadDim == 128;
     return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter>,
                                BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, false, kTailLongestFirst>,

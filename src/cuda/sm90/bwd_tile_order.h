@@ -83,7 +83,7 @@ inline int bwd_tail_units(int units, int n_blocks, int heads_per_cta, int seqlen
 }
 
 // The d <= 128 kernels' causal default grid (Traits::kTailLongestFirst; the d128 default since
-// docs/tuning/backward_sm90.md's run 13: +1.7 to +12.6 % in 5 of 6 causal cells, -2.6 % in one):
+// docs/tuning/backward_sm90.md's runs 13-14: causal +7.6 % mean on the H100, to +15.5 %):
 // only the last `tail_units` units of the launch order are taken by key block (every tail
 // unit's block 0, then block 1, ...); the units before them keep the grid's own order and so
 // their L2 reuse (device run 12's variant 15 ordered every unit in chunks and lost up to 13 % on

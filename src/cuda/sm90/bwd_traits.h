@@ -37,7 +37,7 @@ namespace flashcore::cuda::sm90 {
 // kDropout_: the dropout kernels (bwd_dropout.h): the keep bits drawn again each step, through
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
 // kTailLongestFirst_: causal, default mode, dense: the grid's last rows take their longest sweeps
-//   first (bwd_tile_order.h, bwd_tile_tail_longest_first; BwdMainloop::tail_units says how many);
+//   first (bwd_tile_order.h: bwd_tile_tail_longest_first; Params::tail_units, from bwd_tail_units);
 //   off: each (kv head, batch) row key block 0 first, the rows one after another.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false,
