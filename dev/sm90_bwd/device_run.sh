@@ -7,6 +7,7 @@
 # KEY=VALUEs after a step are that step's environment (check.py / san.py / bench*.py read theirs;
 # T= is the step's timeout in seconds). Steps, run in the order given:
 #   libbuild   the library in the background (preset sm90-sm90a; HEAD_DIMS="128;256", DTYPES=bf16,
+#              FAMILIES (default: every family; "sm90" builds that one alone),
 #              TARGETS="flashcore_c flashcore_gpu_tests"), so the harness steps run beside it
 #   quick      check.py --quick (hang guard: the call ends if it times out)
 #   (check, san and bench take CHECK_SCRIPT / SAN_SCRIPT / BENCH_SCRIPT: another script of this
@@ -99,7 +100,8 @@ run_step() {  # NAME KEY=VALUE...
         [ -e .carry ] || ln -s ../.carry .carry
         env "$@" bash -c 'cmake --preset sm90-sm90a -DCUTLASS_DIR=$PWD/.carry/cutlass_include \
           -DFLASHCORE_GTEST_SOURCE_DIR=$PWD/.carry/googletest -DFLASHCORE_BUILD_EXAMPLES=OFF \
-          "-DFLASHCORE_HEAD_DIMS=${HEAD_DIMS:-128;256}" "-DFLASHCORE_DTYPES=${DTYPES:-bf16}" >$LOGS_DIR/configure.log 2>&1 &&
+          "-DFLASHCORE_HEAD_DIMS=${HEAD_DIMS:-128;256}" "-DFLASHCORE_DTYPES=${DTYPES:-bf16}" \
+          ${FAMILIES:+"-DFLASHCORE_KERNEL_FAMILIES=$FAMILIES"} >$LOGS_DIR/configure.log 2>&1 &&
           nice -n 5 cmake --build build/sm90-sm90a -j15 --target ${TARGETS:-flashcore_c flashcore_gpu_tests} \
           >$LOGS_DIR/build.log 2>&1'
         echo $? >"$logs/build.rc"

@@ -1,10 +1,6 @@
 // Dev only: A/B variants of the sm90 backward for the harness (capi.cu dispatches kernel_dim
-// 1000 + v; fc_sm90_bwd_variant_dim gives each variant's head dim).
-//   16, bf16 d64: the default mode with the dQ writer warp (bwd_dq_writer.h), as d128 has it
-//       since run 11. 17, bf16 d96: the same. Written in session 11 (numbered 13 and 14 on branch
-//       s11-bwd, renumbered at the merge with s11-bwd256; compile-checked, not run): time them
-//       against the library's d64 / d96 (`ab AB_DIMS=64,96 AB_VARIANTS=16,17`, with the TUs
-//       bwd_sm90_bf16_hdim{64,96} in the harness library). -DFC_BWD_NO_D128_VARIANTS leaves them out.
+// 1000 + v; fc_sm90_bwd_variant_dim gives each variant's head dim). None is open now: add the next
+// one here as `if (variant == N)` with its traits.
 // Earlier: variants 1-3 measured in device runs 1-2; variant 4 (the d64 64 x 128 tile) in run 3,
 // dropped from this file in session 9 (git history has it); variants 5-6 (the overlapped consumer
 // schedule) in run 3: dev/sm90_bwd/variant_overlap.patch; variants 8 and 9 (run 8's rounds without
@@ -14,24 +10,17 @@
 // (docs/tuning/backward_sm90.md, run 12); d256 variants 12 and 14 of d256 run 1 (dQᵀ last, with and
 // without the causal order; the library has dQᵀ first and the order since that run):
 // dev/sm90_bwd/variant_d256_dqlast.patch (session 12, review finding F9); d256 variants 20 and 21 of
-// d256 run 4 (session 12: the query heads swept inner, rejected): dev/sm90_bwd/variant_d256_sweep.patch.
+// d256 run 4 (session 12: the query heads swept inner, rejected): dev/sm90_bwd/variant_d256_sweep.patch;
+// 16-18 (bf16, session 12's device run 13: 16 the dQ writer at d64, rejected; 17 the writer at d96
+// and 18 the causal d128 tail longest-first, both the library's since): git history has them.
 #include "cuda/sm90/bwd_launch_template.h"
 
 namespace flashcore::cuda::sm90 {
 
 Status run_bwd_variant(int variant, const BwdParams& p, cudaStream_t s) {
-  using bf16 = cutlass::bfloat16_t;
-#ifndef FC_BWD_NO_D128_VARIANTS
-  // Deterministic mode as the library runs it (the per-warp adds: run_bwd's TraitsDet).
-  if (variant == 16) {  // d64 with the dQ writer warp
-    return run_bwd_with_traits<BwdTraitsFor<bf16, 64, false, true, true, true>, BwdTraitsFor<bf16, 64, true, true, true, true>,
-                               /*kSingleBlockKernel=*/true, BwdTraitsFor<bf16, 64, false>, BwdTraitsFor<bf16, 64, true>>(p, s);
-  }
-  if (variant == 17) {  // d96 with the dQ writer warp
-    return run_bwd_with_traits<BwdTraitsFor<bf16, 96, false, true, true, true>, BwdTraitsFor<bf16, 96, true, true, true, true>,
-                               /*kSingleBlockKernel=*/true, BwdTraitsFor<bf16, 96, false>, BwdTraitsFor<bf16, 96, true>>(p, s);
-  }
-#endif
+  (void)variant;
+  (void)p;
+  (void)s;
   return Status::NotSupported("no such variant");
 }
 

@@ -73,6 +73,10 @@ struct BwdDqWriter {
       // Rows of seqlen_q_rounded per (batch, query head), as BwdMainloop::row_stat_offset.
       float* dq_head =
           dq_accum + (static_cast<int64_t>(blk.batch) * params.heads_q + head) * params.seqlen_q_rounded * Traits::kHeadDim;
+      // Not unrolled: the writer runs at the producer's 24 registers, and ptxas's 4 unrolled
+      // copies kept 4 tile addresses live and spilled the dq_accum base (12-20 B in the causal
+      // default-mode kernels at d128, session 12); one bulk add a consumer step costs nothing rolled.
+#pragma unroll 1
       for (int m = blk.m_block_min; m < blk.m_block_max; ++m) {
         named_barrier_sync(kBarrierThreads, BwdNamedBarrier::kDqFull);
         if (leader) {

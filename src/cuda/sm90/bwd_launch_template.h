@@ -23,6 +23,7 @@
 #include "cuda/sm90/bwd_kernel.h"
 #include "cuda/sm90/bwd_launch.h"
 #include "cuda/sm90/bwd_sequence.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/bwd_tile_size.h"
 #include "cuda/sm90/bwd_traits.h"
 
@@ -199,6 +200,13 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
   }
   const dim3 grid(columns, p.heads_kv * params.kv_splits, depth);
+  if constexpr (Traits::kTailLongestFirst && kSingleBlock) {
+    if (!slots) {  // dense default grid: its tail's longest sweeps first (bwd_tile_order.h)
+      params.tail_units = bwd_tail_units(p.heads_kv * p.batch, columns, p.group_size / params.kv_splits, p.seqlen_q,
+                                         Traits::kHeadDim, int(sizeof(typename Traits::Element)),
+                                         p.device.sm_count > 0 ? p.device.sm_count : 132, params.kv_splits);
+    }
+  }
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);
@@ -286,10 +294,10 @@ Status run_bwd_with_traits(const BwdParams& p, cudaStream_t stream) {
 // docs/tuning/backward_sm90.md, device run 1), at the cost of 4 main kernels per TU instead of 2.
 // dQ before dK (kDqFirst): 0.84-0.97x -> 0.94-0.96x cuDNN at d128 bf16 (device run 2).
 template <typename Element, int kHeadDim, bool kIsCausal, bool kDsStsm = true, bool kDqFirst = true, bool kDqWriter = false,
-          bool kDropout = false, bool kScoreOptions = false>
+          bool kDropout = false, bool kScoreOptions = false, bool kTailLongestFirst = false>
 using BwdTraitsFor = BwdTraits<Element, kHeadDim, bwd_tile_size(kHeadDim).block_m, bwd_tile_size(kHeadDim).block_n,
                                bwd_tile_size(kHeadDim).stages, kIsCausal, kDsStsm, kDqFirst, kDqWriter, kDropout,
-                               kScoreOptions>;
+                               kScoreOptions, kTailLongestFirst>;
 
 // d > 128: dK and dV transposed, the warpgroups splitting d (bwd_swapkv_launch_template.h, below).
 template <typename Element, int kHeadDim>
@@ -302,12 +310,19 @@ Status run_bwd(const BwdParams& params, cudaStream_t stream) {
   } else {
     // The dQ writer warp (bwd_dq_writer.h) in the default mode at d128: on the H100 at bf16, +0 to
     // +6.6 % non-causal, -2.6 to +4.8 % causal, ahead in 34 of 36 cells over two runs
-    // (docs/tuning/backward_sm90.md, runs 10-11). Not at d64 / d96 (unmeasured there) and not in
-    // deterministic mode (unmeasured; its looping kernels spill 2-3x more with it).
-    constexpr bool kDqWriter = kHeadDim == 128;
+    // (docs/tuning/backward_sm90.md, runs 10-11); at d96 +2.3 to +9.4 % in every cell, bf16 and
+    // fp16 (runs 13-14). Not at d64 (run 13: -0.8 to -4.5 % in 8 of 8 cells: its 128 x 128 step keeps the
+    // consumers busier than the writer's barrier pair saves) and not in deterministic mode
+    // (unmeasured; its looping kernels spill 2-3x more with it).
+    constexpr bool kDqWriter = kHeadDim == 128 || kHeadDim == 96;
+    // Causal at d128: the grid's tail units longest sweep first (bwd_tile_order.h): on the H100
+    // +7.6 % mean over 9 bf16 causal cells (+15.5 % at GQA 8:1 2k/4k, 0 at 8k; run 14), fp16
+    // +6.8 to +14.2 %. Not measured at d64 / d96.
+    constexpr bool kTailLongestFirst = kHeadDim == 128;
     return run_bwd_with_traits<BwdTraitsFor<Element, kHeadDim, false, true, true, kDqWriter>,
-                               BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter>, /*kSingleBlockKernel=*/true,
-                               BwdTraitsFor<Element, kHeadDim, false>, BwdTraitsFor<Element, kHeadDim, true>>(params, stream);
+                               BwdTraitsFor<Element, kHeadDim, true, true, true, kDqWriter, false, false, kTailLongestFirst>,
+                               /*kSingleBlockKernel=*/true, BwdTraitsFor<Element, kHeadDim, false>,
+                               BwdTraitsFor<Element, kHeadDim, true>>(params, stream);
   }
 }
 

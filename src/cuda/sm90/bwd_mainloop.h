@@ -37,6 +37,7 @@
 #include "cuda/sm90/bwd_named_barrier.h"
 #include "cuda/sm90/bwd_score_options.h"
 #include "cuda/sm90/bwd_sequence.h"
+#include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/fragment.h"
 #include "cuda/sm90/pipeline.h"
 #include "cuda/sm90/wgmma.h"
@@ -112,6 +113,14 @@ struct BwdMainloop {
   // The d <= 128 kernels' grid: the CTA's work (BwdWork: a dense call's batch, or a varlen
   // call's sequence and its key blocks).
   __forceinline__ __device__ static BwdBlock block_of(Params const& params, BwdWork const& work, int iteration) {
+    if constexpr (Traits::kTailLongestFirst) {  // the causal default mode's dense grid (launch_bwd_kernel)
+      if (params.tail_units > 0) {
+        const BwdTileCoord c = bwd_tile_tail_longest_first(int(blockIdx.x), int(blockIdx.y), int(blockIdx.z),
+                                                           int(gridDim.x), int(gridDim.y), int(gridDim.z),
+                                                           params.tail_units, params.kv_splits);
+        return block_at(params, iteration, c.n_block, c.y, c.batch);
+      }
+    }
     return block_at(params, iteration, work.first_n_block + iteration * gridDim.x, blockIdx.y, work.batch);
   }
 

@@ -38,9 +38,12 @@ namespace flashcore::cuda::sm90 {
 //   4 kBlockM words of shared memory per consumer warpgroup. The plain kernels carry none of it.
 // kScoreOptions_: the score-option kernels (bwd_score_options.h): sliding window (query-block range
 //   and mask), softcap and ALiBi in the recomputed scores, as runtime data. Not with kDropout_.
+// kTailLongestFirst_: causal, default mode, dense: the grid's last rows take their longest sweeps
+//   first (bwd_tile_order.h: bwd_tile_tail_longest_first; Params::tail_units, from bwd_tail_units);
+//   off: each (kv head, batch) row key block 0 first, the rows one after another.
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kIsCausal_,
           bool kDsStsm_ = false, bool kDqFirst_ = false, bool kDqWriter_ = false, bool kDropout_ = false,
-          bool kScoreOptions_ = false>
+          bool kScoreOptions_ = false, bool kTailLongestFirst_ = false>
 struct BwdTraits {
   using Element = Element_;
   using ElementAccum = float;
@@ -55,6 +58,7 @@ struct BwdTraits {
   static constexpr bool kDropout = kDropout_;
   static constexpr bool kScoreOptions = kScoreOptions_;
   static_assert(!(kDropout && kScoreOptions), "dropout with a score option runs on the sm80 backward");
+  static constexpr bool kTailLongestFirst = kTailLongestFirst_ && kIsCausal_;
 
   // Warp roles: warpgroup 0 is the producer (one elected lane of warp 0 issues every TMA and bulk
   // copy), warpgroups 1.. are consumers, each owning 64 keys of the block.
@@ -223,6 +227,9 @@ struct BwdTraits {
     float alibi_unit_scale = 0.0f;
     float const* alibi_slopes = nullptr;  // null: off
     int64_t alibi_batch_stride = 0;
+    // Traits::kTailLongestFirst: the causal default grid's last units taken by key block
+    // (bwd_tile_order.h; launch_bwd_kernel sets it); 0 = the grid's own order.
+    int tail_units = 0;
   };
 };
 
