@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include <cute/tensor.hpp>
@@ -25,6 +26,7 @@
 #include "cuda/sm90/bwd_sequence.h"
 #include "cuda/sm90/bwd_tile_size.h"
 #include "cuda/sm90/bwd_traits.h"
+#include "cuda/sm90/bwd_varlen_order.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -88,6 +90,7 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
       params.cu_seqlens_k = p.cu_seqlens_k;
       params.total_q = p.total_q;
       params.total_k = p.total_k;
+      params.varlen_work = reinterpret_cast<int2 const*>(p.varlen_work);
     }
     params.batch = p.batch;
   }
@@ -169,6 +172,16 @@ bool bwd_clusters_fit(Kernel kernel, int device, int splits) {
   return fits;
 }
 
+// The varlen work list's order (bwd_varlen_order.h): longest first, or with
+// FLASHCORE_BWD_VARLEN_ORDER=slots the cu_seqlens order of session 11 (A/B runs). Read once.
+inline bool bwd_varlen_longest_first() {
+  static const bool longest_first = [] {
+    const char* env = std::getenv("FLASHCORE_BWD_VARLEN_ORDER");
+    return env == nullptr || std::string(env) != "slots";
+  }();
+  return longest_first;
+}
+
 template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
@@ -189,6 +202,17 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
   }
   const dim3 grid(columns, p.heads_kv * params.kv_splits, depth);
+  if (slots) {  // the key blocks longest first, for every head's CTAs (bwd_varlen_order.h)
+    if (p.varlen_work == nullptr || bwd_tile_size(Traits::kHeadDim).block_n != Traits::kBlockN) {
+      return Status::Internal("flashcore::backward: the sm90 varlen backward's work list is missing from the workspace");
+    }
+    const BwdVarlenOrderParams order{p.cu_seqlens_q, p.cu_seqlens_k, p.batch,    p.total_q,
+                                     p.total_k,      p.seqlen_q,     p.seqlen_k, columns,
+                                     reinterpret_cast<int2*>(p.varlen_work), bwd_varlen_longest_first()};
+    bwd_varlen_order_kernel<Traits::kBlockM, Traits::kBlockN, Traits::kIsCausal>
+        <<<1, kVarlenOrderThreads, 0, stream>>>(order);
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;
     const Status opted_in = opt_in_bwd_smem_once<&bwd_kernel<Traits, kSingleBlock>, kSmemBytes>(p.device.ordinal);

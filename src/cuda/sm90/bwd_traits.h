@@ -208,6 +208,8 @@ struct BwdTraits {
     int total_q = 0;
     int total_k = 0;
     int batch = 0;
+    // Default mode: CTA x's (sequence, key block), longest first (bwd_varlen_order.h).
+    int2 const* varlen_work = nullptr;
   };
 };
 

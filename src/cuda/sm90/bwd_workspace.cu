@@ -28,7 +28,14 @@ BwdWorkspace plan_bwd_workspace(const BwdParams& params, int kernel_head_dim) {
     num_splits = static_cast<int>(
         std::max<std::int64_t>(1, std::min<std::int64_t>({wanted, n_blocks, kMaxDeterministicSplits})));
   }
-  return BwdWorkspace::plan(params, kBwdSeqlenQRounding, kernel_head_dim, num_splits);
+  BwdWorkspace w = BwdWorkspace::plan(params, kBwdSeqlenQRounding, kernel_head_dim, num_splits);
+  // Varlen, default mode (the d <= 128 kernels): one work-list entry per CTA of the grid's x
+  // (bwd_varlen_order.h; BwdWork::slots' count).
+  if (params.cu_seqlens_q != nullptr && !params.deterministic && kernel_head_dim <= 128) {
+    const int block_n = bwd_kernel_tile_size(kernel_head_dim).block_n;
+    w.add_varlen_work(params.total_k / block_n + params.batch);
+  }
+  return w;
 }
 
 }  // namespace flashcore::cuda::sm90
