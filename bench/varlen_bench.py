@@ -7,6 +7,9 @@ drawn from 128..4096 at >= 0.95x the dense kernel's TFLOP/s, each counted over i
 LENGTHS (optional): "NxC" for C sequences of N tokens each, or a comma list of lengths.
 VARLEN_CELLS (environment, optional): the (head dim, dtype) cells, e.g. "128:bf16,64:bf16,128:fp16"
 (default "128:bf16"), each with 16 heads, causal and not, forward and backward.
+VARLEN_BWD_ORDERS (environment, optional): e.g. "sequences,blocks,slots": each cell again with
+FLASHCORE_BWD_VARLEN_ORDER set to each (the sm90 varlen backward's work order; the library reads
+it at every call), rows tagged with "order".
 
 Lengths are drawn uniformly from [128, 4096] (seeded) until about 32k tokens; the dense twin is
 the same batch padded to the longest sequence. FLOPs: 4 * d * heads * sum(len_q * len_k) (halved,
@@ -105,8 +108,14 @@ def main():
     if forced != "auto":  # the environment forces one family for every call
         families = {"fwd": (forced, forced), "bwd": (forced, forced)}
     json_rows = []
-    for d, dtype_name in cells:
-        json_rows += bench_cell(lens, cu, heads, d, dtype_name, families)
+    orders = [o for o in os.environ.get("VARLEN_BWD_ORDERS", "").split(",") if o] or [None]
+    for order in orders:
+        if order is not None:
+            os.environ["FLASHCORE_BWD_VARLEN_ORDER"] = order
+            print(f"FLASHCORE_BWD_VARLEN_ORDER={order}")
+        for d, dtype_name in cells:
+            rows = bench_cell(lens, cu, heads, d, dtype_name, families)
+            json_rows += [dict(r, order=order or os.environ.get("FLASHCORE_BWD_VARLEN_ORDER", "default")) for r in rows]
     if len(sys.argv) > 1 and sys.argv[1] != "-":
         context = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bench": "bench/varlen_bench.py",
                    "flops": "over each call's own real work (varlen: the sequences' tokens; dense: the padded batch)"}

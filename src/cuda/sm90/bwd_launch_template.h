@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include <cute/tensor.hpp>
@@ -172,16 +171,6 @@ bool bwd_clusters_fit(Kernel kernel, int device, int splits) {
   return fits;
 }
 
-// The varlen work list's order (bwd_varlen_order.h): longest first, or with
-// FLASHCORE_BWD_VARLEN_ORDER=slots the cu_seqlens order of session 11 (A/B runs). Read once.
-inline bool bwd_varlen_longest_first() {
-  static const bool longest_first = [] {
-    const char* env = std::getenv("FLASHCORE_BWD_VARLEN_ORDER");
-    return env == nullptr || std::string(env) != "slots";
-  }();
-  return longest_first;
-}
-
 template <class Traits, bool kSingleBlock>
 Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
   typename Traits::Params params = make_bwd_kernel_params<Traits>(p);
@@ -208,7 +197,7 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     }
     const BwdVarlenOrderParams order{p.cu_seqlens_q, p.cu_seqlens_k, p.batch,    p.total_q,
                                      p.total_k,      p.seqlen_q,     p.seqlen_k, columns,
-                                     reinterpret_cast<int2*>(p.varlen_work), bwd_varlen_longest_first()};
+                                     reinterpret_cast<int2*>(p.varlen_work), bwd_varlen_order_mode()};
     bwd_varlen_order_kernel<Traits::kBlockM, Traits::kBlockN, Traits::kIsCausal>
         <<<1, kVarlenOrderThreads, 0, stream>>>(order);
     FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());

@@ -14,8 +14,8 @@
 // NaN inside the wgmma), as in the sm90 varlen forward (docs/tuning/backward_sm90.md, varlen).
 //
 // Scheduling, default mode (one key block per CTA): the grid's x walks a work list of (sequence,
-// key block) sorted longest first, which bwd_varlen_order.h writes into the workspace before the
-// kernel runs; it has total_k / kBlockN + batch entries (a bound on the key blocks of any clamped
+// key block), the sequences longest first, which bwd_varlen_order.h writes into the workspace
+// before the kernel runs; it has total_k / kBlockN + batch entries (a bound on the key blocks of any clamped
 // offsets), those past the last key block -1, whose CTAs exit at once. So no CTA is launched for
 // max_seqlen_k's grid of a short sequence, and the heaviest key blocks start first. Deterministic
 // mode keeps the (dq_accum slices, heads, batch) grid; a CTA walks its sequence's key blocks x,
@@ -88,7 +88,7 @@ struct BwdWork {
   }
 
   // Default mode (single_block): the CTA's (sequence, key block) is entry blockIdx.x of the
-  // longest-first work order bwd_varlen_order.h wrote (an entry of -1: no work, the CTA exits).
+  // work list bwd_varlen_order.h wrote (an entry of -1: no work, the CTA exits).
   // Deterministic mode: sequence blockIdx.z, key blocks blockIdx.x, blockIdx.x + gridDim.x, ...
   template <int kBlockN, class Params>
   __forceinline__ __device__ static BwdWork of(Params const& params, bool single_block) {

@@ -1,28 +1,39 @@
-// The longest-first order of a varlen backward's key blocks (issue 16; bwd_sequence.h's BwdWork).
-// In default mode a CTA computes one key block of one sequence and head, and the cost of a key block
-// is the query blocks it sweeps: every query block of its sequence, or causally only those at or
-// below the diagonal, so key block 0 of a long sequence costs up to ~60 times the last block of a
-// short one. In the cu_seqlens order the heaviest blocks start wherever their sequence falls, the
-// last sequence's near the end of the grid, and the SMs that drew them finish long after the rest
-// (H100, 20 sequences of 151..3626: causal 0.71x the padded dense call; the same lengths sorted
-// longest first 0.76x; docs/tuning/backward_sm90.md, varlen runs 1-2). This kernel writes the work
-// list sorted by cost, heaviest first (LPT: a list schedule, which the hardware's block scheduler
-// is, then ends with the short blocks filling in): entry i = (sequence, key block) of the grid's
-// CTA x = i, (-1, 0) past the last key block (the CTA exits). Each head's CTAs (grid y) walk the
-// same list, so the tail of the grid is the last head's cheapest blocks.
+// The order of a varlen backward's key blocks (issue 16; bwd_sequence.h's BwdWork). In default mode
+// a CTA computes one key block of one sequence and head, and the cost of a key block is the query
+// blocks it sweeps: every query block of its sequence, or causally only those at or below the
+// diagonal, so key block 0 of a long sequence costs up to ~60 times the last block of a short one.
+// This kernel writes the work list the grid's x walks: entry i = (sequence, key block) of CTA x = i,
+// (-1, 0) past the last key block (the CTA exits). Every head's CTAs (grid y) walk the same list.
+// Orders (BwdVarlenOrderMode, chosen by bwd_varlen_order_mode(), FLASHCORE_BWD_VARLEN_ORDER):
+//   kSequences (default): the sequences longest first, each one's key blocks together from block 0
+//     (the heaviest when causal), so the CTAs running together share a sequence's Q/dO in L2;
+//   kBlocks: every key block by its own cost, heaviest first (LPT over the blocks);
+//   kSlots: the cu_seqlens order of session 11.
+// Measured on an H200 (docs/tuning/backward_sm90.md, varlen runs 5-6; 20 sequences of 151..3626,
+// d128 bf16): the three orders within ~3 % of each other in the causal backward (0.72-0.76x the
+// padded dense call), against the list-schedule model's +0.03-0.04 for LPT: the balance of the grid
+// is not what holds causal varlen below dense. kSequences is kept as the default: the heaviest
+// blocks first without giving up the L2 sharing of the cu_seqlens order.
 //
 // One CTA, run before the main kernel on the same stream (a few microseconds on a ~1-3 ms call): a
-// counting sort by cost. The key blocks are enumerated by the slot rule (FwdVarlenSlots' rule over
+// counting sort. kBlocks enumerates the key blocks by the slot rule (FwdVarlenSlots' rule over
 // cu_seqlens_k: sequence b owns slots [cu_k[b] / kBlockN + b, cu_k[b + 1] / kBlockN + b + 1), its
-// key blocks and at most one empty slot), so at most `slots` entries whatever the offsets are:
-// offsets are clamped by sequence_rows (common/seqlen.h), and a non-monotone list still gives each
-// slot at most one in-bounds (sequence, key block). Ties keep no fixed order (atomics); the default
+// key blocks and at most one empty slot), so at most `slots` entries whatever the offsets are;
+// kSequences drops the entries past `slots` that overlapping (bad) offsets would ask for. Offsets are
+// clamped by sequence_rows (common/seqlen.h). Ties keep no fixed order (atomics); the default
 // mode's dQ sum has none either, and deterministic mode does not use this list.
 #pragma once
 
 #include "cuda/common/seqlen.h"
 
 namespace flashcore::cuda::sm90 {
+
+// kBlocks: every key block by its own cost, heaviest first (LPT over blocks). kSequences: the
+// sequences by length, longest first, each one's key blocks together from block 0 (the heaviest
+// when causal), so the CTAs running together still share a sequence's Q/dO in L2. kSlots: the
+// cu_seqlens order of session 11 (A/B runs). bwd_varlen_order_mode() (bwd_workspace.cu) chooses.
+enum class BwdVarlenOrderMode { kBlocks, kSequences, kSlots };
+BwdVarlenOrderMode bwd_varlen_order_mode();
 
 struct BwdVarlenOrderParams {
   const int* cu_seqlens_q;
@@ -32,9 +43,7 @@ struct BwdVarlenOrderParams {
   int max_seqlen_q, max_seqlen_k;
   int slots;  // entries of `work` (BwdWork::slots)
   int2* work;
-  // false: the slots in cu_seqlens order, as before this kernel (FLASHCORE_BWD_VARLEN_ORDER=slots,
-  // for A/B runs; bwd_launch_template.h).
-  bool longest_first;
+  BwdVarlenOrderMode mode;
 };
 
 constexpr int kVarlenOrderThreads = 1024;
@@ -60,6 +69,14 @@ struct BwdVarlenOrder {
     }
     return {lo, slot - slot0(lo)};
   }
+
+  // (seqlen_q, seqlen_k) of sequence b, clamped.
+  __device__ static int2 lengths(BwdVarlenOrderParams const& p, int b) {
+    return {sequence_rows<OffsetLoad::Cached>(p.cu_seqlens_q, b, p.total_q, p.max_seqlen_q).len,
+            sequence_rows<OffsetLoad::Cached>(p.cu_seqlens_k, b, p.total_k, p.max_seqlen_k).len};
+  }
+  // kSequences' bin: the sequence's query blocks (its key blocks' cost, non-causal).
+  __device__ static int sequence_bin(int2 len) { return min((len.x + kBlockM - 1) / kBlockM, kVarlenOrderBins - 1); }
 
   // Query blocks key block j of sequence b sweeps (its cost), or -1 if the slot holds no key block.
   __device__ static int cost(BwdVarlenOrderParams const& p, int2 blk) {
@@ -87,18 +104,27 @@ __global__ void __launch_bounds__(kVarlenOrderThreads) bwd_varlen_order_kernel(B
   __shared__ int next[kVarlenOrderBins];  // counts, then each bin's next free entry
   __shared__ int warp_sums[kVarlenOrderThreads / 32];
   const int tid = int(threadIdx.x);
-  if (!p.longest_first) {
+  if (p.mode == BwdVarlenOrderMode::kSlots) {
     for (int slot = tid; slot < p.slots; slot += kVarlenOrderThreads) {
       const int2 blk = Order::block_of_slot(p, slot);
       p.work[slot] = Order::cost(p, blk) >= 0 ? blk : make_int2(-1, 0);
     }
     return;
   }
+  const bool by_sequence = p.mode == BwdVarlenOrderMode::kSequences;
   for (int r = tid; r < kVarlenOrderBins; r += kVarlenOrderThreads) next[r] = 0;
   __syncthreads();
-  for (int slot = tid; slot < p.slots; slot += kVarlenOrderThreads) {
-    const int c = Order::cost(p, Order::block_of_slot(p, slot));
-    if (c >= 0) atomicAdd(&next[kVarlenOrderBins - 1 - c], 1);
+  if (by_sequence) {  // bins count key blocks; a sequence's bin is its query blocks
+    for (int i = tid; i < p.slots; i += kVarlenOrderThreads) p.work[i] = make_int2(-1, 0);
+    for (int b = tid; b < p.batch; b += kVarlenOrderThreads) {
+      const int2 len = Order::lengths(p, b);
+      atomicAdd(&next[kVarlenOrderBins - 1 - Order::sequence_bin(len)], (len.y + kBlockN - 1) / kBlockN);
+    }
+  } else {
+    for (int slot = tid; slot < p.slots; slot += kVarlenOrderThreads) {
+      const int c = Order::cost(p, Order::block_of_slot(p, slot));
+      if (c >= 0) atomicAdd(&next[kVarlenOrderBins - 1 - c], 1);
+    }
   }
   __syncthreads();
 
@@ -134,6 +160,17 @@ __global__ void __launch_bounds__(kVarlenOrderThreads) bwd_varlen_order_kernel(B
   const int entries = warp_sums[kVarlenOrderThreads / 32 - 1];
   __syncthreads();
 
+  if (by_sequence) {
+    // A sequence's blocks take one run of entries. Bad offsets (overlapping sequences) can ask for
+    // more than `slots` entries: those past the end are dropped, the rest of the list stays -1.
+    for (int b = tid; b < p.batch; b += kVarlenOrderThreads) {
+      const int2 len = Order::lengths(p, b);
+      const int n_blocks = (len.y + kBlockN - 1) / kBlockN;
+      const int base = atomicAdd(&next[kVarlenOrderBins - 1 - Order::sequence_bin(len)], n_blocks);
+      for (int j = 0; j < n_blocks && base + j < p.slots; ++j) p.work[base + j] = make_int2(b, j);
+    }
+    return;
+  }
   for (int slot = tid; slot < p.slots; slot += kVarlenOrderThreads) {
     const int2 blk = Order::block_of_slot(p, slot);
     const int c = Order::cost(p, blk);

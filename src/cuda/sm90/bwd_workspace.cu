@@ -1,9 +1,12 @@
 // See bwd_launch.h: the sm90 backward's workspace plan.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "cuda/sm90/bwd_launch.h"
 #include "cuda/sm90/bwd_tile_size.h"
+#include "cuda/sm90/bwd_varlen_order.h"
 
 namespace flashcore::cuda::sm90 {
 namespace {
@@ -13,6 +16,16 @@ namespace {
 constexpr int kMaxDeterministicSplits = 16;
 
 }  // namespace
+
+// FLASHCORE_BWD_VARLEN_ORDER = blocks | sequences | slots (A/B runs; docs/tuning/backward_sm90.md,
+// varlen runs 5-6), read at each call so one process can compare them.
+BwdVarlenOrderMode bwd_varlen_order_mode() {
+  const char* env = std::getenv("FLASHCORE_BWD_VARLEN_ORDER");
+  const std::string mode = env == nullptr ? "" : env;
+  if (mode == "blocks") return BwdVarlenOrderMode::kBlocks;
+  if (mode == "slots") return BwdVarlenOrderMode::kSlots;
+  return BwdVarlenOrderMode::kSequences;
+}
 
 BwdWorkspace plan_bwd_workspace(const BwdParams& params, int kernel_head_dim) {
   int num_splits = 1;
