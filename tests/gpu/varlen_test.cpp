@@ -103,7 +103,7 @@ TEST_P(CudaVarlen, ForwardOnEachFamilyMatchesThePerSequenceReference) {
 }
 
 // The backward on each family with a kernel that serves the case (after a kernels=auto forward), in
-// the default and the deterministic mode (the sm90 backward walks key-block slots in the first,
+// the default and the deterministic mode (the sm90 backward walks a work list of key blocks in the first,
 // each sequence's key blocks from a (slices, heads, sequences) grid in the second); a second
 // deterministic run must give the same bits.
 TEST_P(CudaVarlen, BackwardOnEachFamilyMatchesThePerSequenceReference) {

@@ -66,8 +66,10 @@ struct SeqlenInfo {
       row_q = 0;
       row_k = 0;
     } else {
-      const SequenceRows q = sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
-      const SequenceRows k = sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
+      const SequenceRows q =
+          sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
+      const SequenceRows k =
+          sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
       seqlen_q = q.len;
       seqlen_k = k.len;
       row_q = q.row;

@@ -191,7 +191,7 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
     if (!bwd_clusters_fit<Traits>(split_kernel, p.device.ordinal, params.kv_splits)) params.kv_splits = 1;
   }
   const dim3 grid(columns, p.heads_kv * params.kv_splits, depth);
-  if (slots) {  // the key blocks longest first, for every head's CTAs (bwd_varlen_order.h)
+  if (slots) {  // the work list every head's CTAs walk (bwd_varlen_order.h)
     if (p.varlen_work == nullptr || bwd_tile_size(Traits::kHeadDim).block_n != Traits::kBlockN) {
       return Status::Internal("flashcore::backward: the sm90 varlen backward's work list is missing from the workspace");
     }
