@@ -5,6 +5,11 @@ drawn from 128..4096 at >= 0.95x the dense kernel's TFLOP/s, each counted over i
     FLASHCORE_LIBRARY=.../libflashcore_c.so PYTHONPATH=python python3 bench/varlen_bench.py [out.json] [LENGTHS]
 
 LENGTHS (optional): "NxC" for C sequences of N tokens each, or a comma list of lengths.
+VARLEN_CELLS (environment, optional): the (head dim, dtype) cells, e.g. "128:bf16,64:bf16,128:fp16"
+(default "128:bf16"), each with 16 heads, causal and not, forward and backward.
+VARLEN_BWD_ORDERS (environment, optional): e.g. "sequences,blocks,slots": each cell again with
+FLASHCORE_BWD_VARLEN_ORDER set to each (the sm90 varlen backward's work order; the library reads
+it at every call), rows tagged with "order".
 
 Lengths are drawn uniformly from [128, 4096] (seeded) until about 32k tokens; the dense twin is
 the same batch padded to the longest sequence. FLOPs: 4 * d * heads * sum(len_q * len_k) (halved,
@@ -43,27 +48,10 @@ def pairs(lens, causal):
     return sum(n * (n + 1) // 2 if causal else n * n for n in lens)
 
 
-def main():
-    rng = random.Random(16)
-    lens = []
-    if len(sys.argv) > 2:
-        spec = sys.argv[2]
-        lens = [int(spec.split("x")[0])] * int(spec.split("x")[1]) if "x" in spec else [int(n) for n in spec.split(",")]
-    while sum(lens) < 32768:
-        lens.append(rng.randint(128, 4096))
-    heads, d, dtype = 16, 128, torch.bfloat16
+def bench_cell(lens, cu, heads, d, dtype_name, families):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     total, longest, batch = sum(lens), max(lens), len(lens)
-    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
-    # What kernels=auto runs (dispatch.cu's table): on compute capability 9.0 with the sm90 family
-    # built, the sm90 forward and backward for both (the sm90 backward serves varlen at d <= 128
-    # since session 11: sm90/bwd_sequence.h).
-    hopper = torch.cuda.get_device_capability() == (9, 0) and "sm90" in flashcore.kernel_families
-    fam = "sm90" if hopper else "sm80"
-    families = {"fwd": (fam, fam), "bwd": (fam, fam)}
-    forced = os.environ.get("FLASHCORE_KERNELS", "auto")
-    if forced != "auto":  # the environment forces one family for every call
-        families = {"fwd": (forced, forced), "bwd": (forced, forced)}
-    print(f"varlen_bench: {batch} sequences, {total} tokens, lengths {min(lens)}..{longest}, d{d} bf16, {heads} heads")
+    print(f"varlen_bench: {batch} sequences, {total} tokens, lengths {min(lens)}..{longest}, d{d} {dtype_name}, {heads} heads")
     print(f"{'causal':>6} {'pass':>4} {'varlen ms':>10} {'varlen TF':>10} {'dense ms':>9} {'dense TF':>9} {'ratio':>6}")
     json_rows = []
     for causal in (False, True):
@@ -87,7 +75,7 @@ def main():
             tf_d = factor * flops_d / ms_d / 1e9
             print(f"{'yes' if causal else 'no':>6} {name:>4} {ms_v:10.3f} {tf_v:10.1f} {ms_d:9.3f} {tf_d:9.1f} "
                   f"{tf_v / tf_d:6.3f}")
-            common = {"pass": name, "dtype": "bf16", "head_dim": d, "causal": causal, "heads": heads,
+            common = {"pass": name, "dtype": dtype_name, "head_dim": d, "causal": causal, "heads": heads,
                       "heads_kv": heads}
             json_rows.append({"impl": "flashcore_varlen", "kernels": families[name][0], **common, "batch": batch,
                               "seqlen_q": longest, "seqlen_k": longest, "ms": ms_v, "tflops": tf_v,
@@ -95,6 +83,39 @@ def main():
             json_rows.append({"impl": "flashcore_dense_padded", "kernels": families[name][1], **common,
                               "batch": batch, "seqlen_q": longest, "seqlen_k": longest, "ms": ms_d, "tflops": tf_d,
                               "reason": "the varlen batch padded to its longest sequence"})
+    return json_rows
+
+
+def main():
+    rng = random.Random(16)
+    lens = []
+    if len(sys.argv) > 2:
+        spec = sys.argv[2]
+        lens = [int(spec.split("x")[0])] * int(spec.split("x")[1]) if "x" in spec else [int(n) for n in spec.split(",")]
+    while sum(lens) < 32768:
+        lens.append(rng.randint(128, 4096))
+    heads = 16
+    cells = [(int(c.split(":")[0]), c.split(":")[1]) for c in os.environ.get("VARLEN_CELLS", "128:bf16").split(",")]
+    total, longest, batch = sum(lens), max(lens), len(lens)
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
+    # What kernels=auto runs (dispatch.cu's table): on compute capability 9.0 with the sm90 family
+    # built, the sm90 forward and backward for both (the sm90 backward serves varlen at d <= 128
+    # since session 11: sm90/bwd_sequence.h).
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "sm90" in flashcore.kernel_families
+    fam = "sm90" if hopper else "sm80"
+    families = {"fwd": (fam, fam), "bwd": (fam, fam)}
+    forced = os.environ.get("FLASHCORE_KERNELS", "auto")
+    if forced != "auto":  # the environment forces one family for every call
+        families = {"fwd": (forced, forced), "bwd": (forced, forced)}
+    json_rows = []
+    orders = [o for o in os.environ.get("VARLEN_BWD_ORDERS", "").split(",") if o] or [None]
+    for order in orders:
+        if order is not None:
+            os.environ["FLASHCORE_BWD_VARLEN_ORDER"] = order
+            print(f"FLASHCORE_BWD_VARLEN_ORDER={order}")
+        for d, dtype_name in cells:
+            rows = bench_cell(lens, cu, heads, d, dtype_name, families)
+            json_rows += [dict(r, order=order or os.environ.get("FLASHCORE_BWD_VARLEN_ORDER", "default")) for r in rows]
     if len(sys.argv) > 1 and sys.argv[1] != "-":
         context = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bench": "bench/varlen_bench.py",
                    "flops": "over each call's own real work (varlen: the sequences' tokens; dense: the padded batch)"}

@@ -175,12 +175,20 @@ BwdWorkspace BwdWorkspace::plan(const ProblemParams& p, int seqlen_q_rounding, i
   return w;
 }
 
+void BwdWorkspace::add_varlen_work(int entries) {
+  total_bytes = (total_bytes + 255) / 256 * 256;
+  varlen_work_offset = total_bytes;
+  varlen_work_entries = entries;
+  total_bytes += static_cast<std::size_t>(entries) * 2 * sizeof(int);
+}
+
 void BwdWorkspace::carve(void* base, BwdParams* params) const {
   char* bytes = static_cast<char*>(base);
   params->lse_log2 = reinterpret_cast<float*>(bytes + lse_log2_offset);
   params->dsum = reinterpret_cast<float*>(bytes + dsum_offset);
   params->dq_accum = reinterpret_cast<float*>(bytes + dq_accum_offset);
   params->dq_accum_split_stride = dq_accum_split_elems;
+  params->varlen_work = varlen_work_entries > 0 ? reinterpret_cast<int*>(bytes + varlen_work_offset) : nullptr;
   params->seqlen_q_rounded = seqlen_q_rounded;
   params->num_splits = num_splits;
 }

@@ -19,11 +19,15 @@ struct BwdWorkspace {
   std::size_t lse_log2_offset = 0;
   std::size_t dsum_offset = 0;
   std::size_t dq_accum_offset = 0;
+  std::size_t varlen_work_offset = 0;
+  int varlen_work_entries = 0;  // pairs of ints (params.h, BwdParams::varlen_work); 0: none
   std::size_t total_bytes = 0;
 
   // The plan for seqlen_q padded to a multiple of `seqlen_q_rounding`, dQ rows of
   // `head_dim_rounded` floats and `num_splits` dq_accum slices.
   static BwdWorkspace plan(const ProblemParams& p, int seqlen_q_rounding, int head_dim_rounded, int num_splits);
+  // Appends the varlen work list of `entries` pairs of ints.
+  void add_varlen_work(int entries);
   // Points params' workspace fields into `base`.
   void carve(void* base, BwdParams* params) const;
 };

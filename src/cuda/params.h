@@ -122,6 +122,9 @@ struct BwdParams : ProblemParams {
   float* dq_accum = nullptr;
   std::int64_t dq_accum_split_stride = 0;  // elements in one slice of dq_accum
   int seqlen_q_rounded = 0;
+  // The sm90 varlen backward's work list (sm90/bwd_varlen_order.h): (sequence, key block) pairs
+  // of ints, longest first, one per CTA of its default-mode grid; null in every other call.
+  int* varlen_work = nullptr;
 
   // Deterministic mode: num_splits CTAs along the key axis, each accumulating dQ into its own
   // slice of dq_accum (one writer per element, so the order of additions is fixed); the slices

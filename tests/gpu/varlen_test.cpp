@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -103,7 +104,7 @@ TEST_P(CudaVarlen, ForwardOnEachFamilyMatchesThePerSequenceReference) {
 }
 
 // The backward on each family with a kernel that serves the case (after a kernels=auto forward), in
-// the default and the deterministic mode (the sm90 backward walks key-block slots in the first,
+// the default and the deterministic mode (the sm90 backward walks a work list of key blocks in the first,
 // each sequence's key blocks from a (slices, heads, sequences) grid in the second); a second
 // deterministic run must give the same bits.
 TEST_P(CudaVarlen, BackwardOnEachFamilyMatchesThePerSequenceReference) {
@@ -204,6 +205,106 @@ TEST(CudaVarlenDispatch, AutoRunsTheSm90BackwardOnHopper) {
     ++checked;
   }
   if (checked == 0) GTEST_SKIP() << "no sm90 varlen forward for this GPU or build";
+}
+
+// A device copy of a host tensor between two guard bands of a known byte: whatever a kernel
+// writes outside the tensor's span lands in a band (within kGuardBytes of it) and shows.
+class GuardedMirror {
+ public:
+  static constexpr std::size_t kGuardBytes = std::size_t{1} << 16;
+  static constexpr unsigned char kGuardByte = 0x5A;
+  explicit GuardedMirror(const HostTensor& host) : view_(host.view()) {
+    std::int64_t last = 0;
+    for (int i = 0; i < view_.rank; ++i) last += (view_.shape[i] - 1) * view_.stride[i];
+    bytes_ = static_cast<std::size_t>(last + 1) * dtype_size(view_.dtype);
+    if (cudaMalloc(&base_, bytes_ + 2 * kGuardBytes) != cudaSuccess) return;
+    cudaMemset(base_, kGuardByte, bytes_ + 2 * kGuardBytes);
+    cudaMemcpy(base_ + kGuardBytes, view_.data, bytes_, cudaMemcpyHostToDevice);
+  }
+  ~GuardedMirror() { cudaFree(base_); }
+  GuardedMirror(const GuardedMirror&) = delete;
+  GuardedMirror& operator=(const GuardedMirror&) = delete;
+  TensorView view() const {
+    TensorView t = view_;
+    t.data = base_ + kGuardBytes;
+    t.device = Device::kCUDA;
+    return t;
+  }
+  // Bytes of the two bands that no longer hold kGuardByte.
+  std::size_t damaged_guard_bytes() const {
+    std::vector<unsigned char> band(kGuardBytes);
+    std::size_t damaged = 0;
+    for (const unsigned char* start : {base_, base_ + kGuardBytes + bytes_}) {
+      if (cudaMemcpy(band.data(), start, kGuardBytes, cudaMemcpyDeviceToHost) != cudaSuccess) return kGuardBytes;
+      for (unsigned char byte : band) damaged += byte != kGuardByte;
+    }
+    return damaged;
+  }
+
+ private:
+  TensorView view_;
+  std::size_t bytes_ = 0;
+  unsigned char* base_ = nullptr;
+};
+
+// Review F1 (docs/reviews/session11.md): offsets on the GPU are not validated (attention.h), so bad
+// ones (past the packed tensors, negative, not increasing) may give wrong numbers but must never
+// make a kernel read or write outside the tensors. Forward then backward on each family and mode
+// (the sm90 backward's work list, its dQ conversion and the shared preprocess included), causal and
+// not; every tensor between guard bands. Run it under compute-sanitizer memcheck for the reads.
+TEST(CudaVarlenBadOffsets, NoKernelLeavesTheTensors) {
+  if (const std::string why = gpu_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  // total_q = 500, total_k = 600; max_seqlen 200 / 250 (the valid lengths' maxima).
+  const std::vector<std::vector<std::int32_t>> bad_offsets = {
+      {0, 100, 450, 900, 1000},    // sequences past the end of the packed tensors
+      {0, 300, 120, 400, 10},      // not increasing
+      {-100, 50, 40, 2000, -300},  // negative and both
+  };
+  int runs = 0;
+  for (bool causal : {false, true}) {
+    for (std::int64_t head_dim : {64, 128}) {
+      VarlenCase c{"bad_offsets", {100, 150, 50, 200}, {120, 80, 150, 250}, 4, 2, head_dim, causal};
+      for (const std::vector<std::int32_t>& cu : bad_offsets) {
+        for (KernelFamily family : {KernelFamily::kSm80, KernelFamily::kSm90}) {
+          for (bool deterministic : {false, true}) {
+            VarlenTensors t(c, DType::kBFloat16);
+            GuardedMirror q(t.q), k(t.k), v(t.v), dout(t.dout), out(t.out), lse(t.lse), dq(t.dq), dk(t.dk), dv(t.dv);
+            std::vector<std::int32_t> cu_k = cu;
+            for (std::int32_t& o : cu_k) o += o > 0 ? 100 : 0;  // a different bad list for the keys
+            DeviceCopy cu_q_dev(cu.data(), cu.size() * sizeof(std::int32_t));
+            DeviceCopy cu_k_dev(cu_k.data(), cu_k.size() * sizeof(std::int32_t));
+            ForwardParams fp = t.forward_params(Backend::kCuda);
+            fp.q = q.view(), fp.k = k.view(), fp.v = v.view(), fp.out = out.view(), fp.lse = lse.view();
+            fp.cu_seqlens_q.data = cu_q_dev.data, fp.cu_seqlens_q.device = Device::kCUDA;
+            fp.cu_seqlens_k.data = cu_k_dev.data, fp.cu_seqlens_k.device = Device::kCUDA;
+            fp.kernels = family;
+            BackwardParams bp = t.backward_params(Backend::kCuda);
+            bp.q = fp.q, bp.k = fp.k, bp.v = fp.v, bp.out = fp.out, bp.lse = fp.lse, bp.dout = dout.view();
+            bp.dq = dq.view(), bp.dk = dk.view(), bp.dv = dv.view();
+            bp.cu_seqlens_q = fp.cu_seqlens_q, bp.cu_seqlens_k = fp.cu_seqlens_k;
+            bp.kernels = family;
+            bp.deterministic = deterministic;
+            KernelFamily chosen = KernelFamily::kAuto;
+            if (!selected_kernels(fp, &chosen).ok() || !selected_kernels(bp, &chosen).ok()) continue;
+            SCOPED_TRACE(std::string(family == KernelFamily::kSm80 ? "kernels=sm80" : "kernels=sm90") +
+                         (deterministic ? ", deterministic" : "") + (causal ? ", causal" : "") +
+                         ", d" + std::to_string(head_dim) + ", offsets " + std::to_string(cu[1]) + "," +
+                         std::to_string(cu[2]) + ",...");
+            Status status = forward(fp);
+            ASSERT_TRUE(status.ok()) << status.message();
+            status = backward(bp);
+            ASSERT_TRUE(status.ok()) << status.message();
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            for (const GuardedMirror* m : {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv}) {
+              EXPECT_EQ(m->damaged_guard_bytes(), 0u);
+            }
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  if (runs == 0) GTEST_SKIP() << "no kernel family of this build serves the bad-offset cases";
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaVarlen,

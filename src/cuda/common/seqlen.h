@@ -3,6 +3,13 @@
 // "varlen"), sequence b's own lengths and the first rows of its slices of the packed tensors
 // (whose batch strides are then 0). Kernels read these instead of params.seqlen_q / seqlen_k,
 // which are the grids' bounds (max_seqlen) in the packed layout.
+//
+// sequence_rows is the one rule every kernel uses to read a sequence's rows from cu_seqlens
+// (SeqlenInfo here, sm90's FwdSequence, BwdSequence and BwdWork): offsets on the GPU are not
+// validated (attention.h), so each offset is clamped to the packed tensor's rows [0, total] and the
+// length to [0, max_len]. Then rows [row, row + len) lie inside the tensor whatever the offsets
+// (past total, negative, not increasing): a bad offset gives a wrong or empty sequence, never an
+// access outside the tensors.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +17,41 @@
 #include "cuda/params.h"
 
 namespace flashcore::cuda {
+
+// How sequence_rows reads an offset. Cached: an ordinary load, which the compiler may merge with
+// another read of the same offset or hold in a register. Volatile: ld.global.nc issued anew at each
+// call, so a kernel can build its sequence where it needs it (the sm90 epilogue after the mainloop)
+// instead of holding its rows in registers through the mainloop.
+enum class OffsetLoad { Cached, Volatile };
+
+template <OffsetLoad kLoad>
+__forceinline__ __device__ int load_offset(const int* cu_seqlens, int b) {
+  if constexpr (kLoad == OffsetLoad::Volatile) {
+    int v;
+    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(cu_seqlens + b));
+    return v;
+  } else {
+    return cu_seqlens[b];
+  }
+}
+
+// Offset b clamped to the packed tensor's rows.
+template <OffsetLoad kLoad>
+__forceinline__ __device__ int sequence_row(const int* cu_seqlens, int b, int total) {
+  return min(max(load_offset<kLoad>(cu_seqlens, b), 0), total);
+}
+
+struct SequenceRows {
+  int row;  // first row of sequence b in the packed tensor, in [0, total]
+  int len;  // its length, in [0, min(max_len, total - row)]
+};
+
+template <OffsetLoad kLoad>
+__forceinline__ __device__ SequenceRows sequence_rows(const int* cu_seqlens, int b, int total, int max_len) {
+  const int row = sequence_row<kLoad>(cu_seqlens, b, total);
+  const int next = sequence_row<kLoad>(cu_seqlens, b + 1, total);
+  return {row, max(min(next - row, max_len), 0)};
+}
 
 struct SeqlenInfo {
   int seqlen_q;
@@ -24,13 +66,14 @@ struct SeqlenInfo {
       row_q = 0;
       row_k = 0;
     } else {
-      const int q0 = params.cu_seqlens_q[batch];
-      const int k0 = params.cu_seqlens_k[batch];
-      // Clamped to the grid's bounds: offsets on the GPU are not validated (attention.h).
-      seqlen_q = max(0, min(params.cu_seqlens_q[batch + 1] - q0, params.seqlen_q));
-      seqlen_k = max(0, min(params.cu_seqlens_k[batch + 1] - k0, params.seqlen_k));
-      row_q = q0;
-      row_k = k0;
+      const SequenceRows q =
+          sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
+      const SequenceRows k =
+          sequence_rows<OffsetLoad::Cached>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
+      seqlen_q = q.len;
+      seqlen_k = k.len;
+      row_q = q.row;
+      row_k = k.row;
     }
   }
 };

@@ -26,6 +26,7 @@
 #include "cuda/sm90/bwd_tile_order.h"
 #include "cuda/sm90/bwd_tile_size.h"
 #include "cuda/sm90/bwd_traits.h"
+#include "cuda/sm90/bwd_varlen_order.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -99,6 +100,7 @@ typename Traits::Params make_bwd_kernel_params(const BwdParams& p) {
       params.cu_seqlens_k = p.cu_seqlens_k;
       params.total_q = p.total_q;
       params.total_k = p.total_k;
+      params.varlen_work = reinterpret_cast<int2 const*>(p.varlen_work);
     }
     params.batch = p.batch;
   }
@@ -206,6 +208,17 @@ Status launch_bwd_kernel(const BwdParams& p, cudaStream_t stream) {
                                          Traits::kHeadDim, int(sizeof(typename Traits::Element)),
                                          p.device.sm_count > 0 ? p.device.sm_count : 132, params.kv_splits);
     }
+  }
+  if (slots) {  // the work list every head's CTAs walk (bwd_varlen_order.h)
+    if (p.varlen_work == nullptr || bwd_tile_size(Traits::kHeadDim).block_n != Traits::kBlockN) {
+      return Status::Internal("flashcore::backward: the sm90 varlen backward's work list is missing from the workspace");
+    }
+    const BwdVarlenOrderParams order{p.cu_seqlens_q, p.cu_seqlens_k, p.batch,    p.total_q,
+                                     p.total_k,      p.seqlen_q,     p.seqlen_k, columns,
+                                     reinterpret_cast<int2*>(p.varlen_work), bwd_varlen_order_mode()};
+    bwd_varlen_order_kernel<Traits::kBlockM, Traits::kBlockN, Traits::kIsCausal>
+        <<<1, kVarlenOrderThreads, 0, stream>>>(order);
+    FLASHCORE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
   if (params.kv_splits == 1) {
     auto kernel = &bwd_kernel<Traits, kSingleBlock>;

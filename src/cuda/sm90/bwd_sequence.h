@@ -13,18 +13,20 @@
 // Only non-finite values in the next sequence's rows could still reach this sequence's sums (0 x
 // NaN inside the wgmma), as in the sm90 varlen forward (docs/tuning/backward_sm90.md, varlen).
 //
-// Scheduling, default mode (one key block per CTA): the grid's x is the key-block "slots" of
-// FwdVarlenSlots' rule: sequence b owns slots [cu_seqlens_k[b] / kBlockN + b, cu_seqlens_k[b + 1] /
-// kBlockN + b + 1), its ceil(seqlen_k / kBlockN) key blocks and at most one empty slot (the CTA
-// exits at once), so no CTA is launched for max_seqlen_k's grid of a short sequence. Every warp
-// finds its slot's sequence by a 32-way search, one load a lane and a ballot a level: one level up
-// to 32 sequences, two up to 1,024 (a binary search by one thread was ~5 dependent loads at the
-// CTA's start, a scan of 32 offsets at a time batch / 64 levels on average). Deterministic mode keeps the
-// (dq_accum slices, heads, batch) grid; a CTA walks its sequence's key blocks x, x + gridDim.x, ...
-// Lengths and offsets are clamped as fwd_sequence.h does: offsets on the GPU are not validated.
+// Scheduling, default mode (one key block per CTA): the grid's x walks a work list of (sequence,
+// key block), the sequences longest first, which bwd_varlen_order.h writes into the workspace
+// before the kernel runs; it has total_k / kBlockN + batch entries (a bound on the key blocks of any clamped
+// offsets), those past the last key block -1, whose CTAs exit at once. So no CTA is launched for
+// max_seqlen_k's grid of a short sequence, and the heaviest key blocks start first. Deterministic
+// mode keeps the (dq_accum slices, heads, batch) grid; a CTA walks its sequence's key blocks x,
+// x + gridDim.x, ...
+// Lengths and offsets come from common/seqlen.h's sequence_rows, clamped to the packed tensors and
+// max_seqlen: offsets on the GPU are not validated.
 #pragma once
 
 #include <type_traits>
+
+#include "cuda/common/seqlen.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -60,20 +62,16 @@ struct BwdSequence {
       row_k = 0;
       tma_batch = batch;
     } else if constexpr (BwdParamsHaveVarlen<Params>::value) {
-      row_q = row(params.cu_seqlens_q, batch, params.total_q);
-      row_k = row(params.cu_seqlens_k, batch, params.total_k);
-      seqlen_q = max(min(row(params.cu_seqlens_q, batch + 1, params.total_q) - row_q, params.seqlen_q), 0);
-      seqlen_k = max(min(row(params.cu_seqlens_k, batch + 1, params.total_k) - row_k, params.seqlen_k), 0);
+      const SequenceRows q =
+          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
+      const SequenceRows k =
+          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
+      row_q = q.row;
+      row_k = k.row;
+      seqlen_q = q.len;
+      seqlen_k = k.len;
       tma_batch = 0;
     }
-  }
-
-  // Offset b, clamped to the packed tensor's rows. A volatile load: each construction reads anew,
-  // so the epilogue's row offsets are not held in registers through the mainloop.
-  __forceinline__ __device__ static int row(int const* cu_seqlens, int b, int total) {
-    int v;
-    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(cu_seqlens + b));
-    return min(max(v, 0), total);
   }
 };
 
@@ -89,15 +87,24 @@ struct BwdWork {
     return {int(blockIdx.z), int(blockIdx.x), params.n_blocks};
   }
 
+  // Default mode (single_block): the CTA's (sequence, key block) is entry blockIdx.x of the
+  // work list bwd_varlen_order.h wrote (an entry of -1: no work, the CTA exits).
+  // Deterministic mode: sequence blockIdx.z, key blocks blockIdx.x, blockIdx.x + gridDim.x, ...
   template <int kBlockN, class Params>
   __forceinline__ __device__ static BwdWork of(Params const& params, bool single_block) {
     if (!bwd_is_varlen(params)) return dense(params);
-    const int b = single_block ? sequence_of_slot<kBlockN>(params, int(blockIdx.x)) : int(blockIdx.z);
-    if (b < 0) return {0, 0, 0};
-    const int k0 = BwdSequence::row(params.cu_seqlens_k, b, params.total_k);
-    const int k1 = BwdSequence::row(params.cu_seqlens_k, b + 1, params.total_k);
-    const int seqlen_k = max(min(k1 - k0, params.seqlen_k), 0);
-    const int first = single_block ? int(blockIdx.x) - (k0 / kBlockN + b) : int(blockIdx.x);
+    int b, first;
+    if (single_block) {
+      const int2 entry = load_work(params.varlen_work + int(blockIdx.x));
+      b = entry.x;
+      first = entry.y;
+      if (b < 0 || b >= params.batch) return {0, 0, 0};
+    } else {
+      b = int(blockIdx.z);
+      first = int(blockIdx.x);
+    }
+    const int seqlen_k =
+        sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_k, b, params.total_k, params.seqlen_k).len;
     return {b, first, (seqlen_k + kBlockN - 1) / kBlockN};
   }
 
@@ -106,35 +113,17 @@ struct BwdWork {
     return first_n_block < n_blocks ? (n_blocks - first_n_block + int(gridDim.x) - 1) / int(gridDim.x) : 0;
   }
 
-  // The sequence owning key-block slot `slot`: the last b with slot0(b) = cu_seqlens_k[b] / kBlockN
-  // + b <= slot (slot0 is non-decreasing for valid offsets); -1 if none. Whole warp, every lane
-  // gets the answer: a 32-way search, each level one load a lane and a ballot, so log32(batch)
-  // levels (a scan of 32 offsets at a time took batch / 64 levels on average: 16 at 1,000 short
-  // sequences, more than such a CTA's own work). Checked against a linear scan by a host emulation
-  // (every slot of 3,000 random batches of 1..3,000 sequences, empty ones included).
-  template <int kBlockN, class Params>
-  __forceinline__ __device__ static int sequence_of_slot(Params const& params, int slot) {
-    const int lane = int(threadIdx.x) % 32;
-    auto at_or_before = [&](int b) {
-      return BwdSequence::row(params.cu_seqlens_k, b, params.total_k) / kBlockN + b <= slot;
-    };
-    // The answer lies in [lo - 1, hi): lo - 1 is known to qualify (or is -1), hi not to.
-    int lo = 0, hi = params.batch;
-    while (hi - lo > 32) {
-      const int step = (hi - lo + 31) / 32;
-      const int b = lo + lane * step;
-      const int count = __popc(__ballot_sync(0xffffffffu, b < hi && at_or_before(b)));
-      if (count == 0) return lo - 1;  // lo does not qualify (at the first level: no sequence does)
-      const int last = lo + (count - 1) * step;  // qualifies; last + step does not (or is past hi)
-      hi = min(last + step, hi);
-      lo = last + 1;
-    }
-    const int b = lo + lane;
-    return lo - 1 + __popc(__ballot_sync(0xffffffffu, b < hi && at_or_before(b)));
-  }
+  // Entries of the work order, the default grid's x (bwd_varlen_order.h): total_k / kBlockN + batch
+  // bounds the key blocks of any offsets clamped to [0, total_k].
+  __host__ __device__ static int slots(int total_k, int batch, int block_n) { return total_k / block_n + batch; }
 
-  // Slots of a varlen call (the default grid's x): total_k / kBlockN + batch.
-  __host__ static int slots(int total_k, int batch, int block_n) { return total_k / block_n + batch; }
+ private:
+  // A volatile load, as sequence_rows': each warpgroup reads its entry anew after setmaxnreg.
+  __forceinline__ __device__ static int2 load_work(int2 const* p) {
+    int2 v;
+    asm volatile("ld.global.nc.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+  }
 };
 
 }  // namespace flashcore::cuda::sm90

@@ -230,6 +230,8 @@ struct BwdTraits {
     // Traits::kTailLongestFirst: the causal default grid's last units taken by key block
     // (bwd_tile_order.h; launch_bwd_kernel sets it); 0 = the grid's own order.
     int tail_units = 0;
+    // Default mode: CTA x's (sequence, key block), longest first (bwd_varlen_order.h).
+    int2 const* varlen_work = nullptr;
   };
 };
 

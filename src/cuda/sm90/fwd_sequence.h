@@ -6,14 +6,17 @@
 // sequence's keys (or TMA's zero fill past total_k), which the mask hides like any ragged key
 // block (keys >= seqlen_k), and its query rows past seqlen_q are computed but never stored.
 //
-// Lengths are clamped to the grid's bounds (max_seqlen) and to the packed tensors: offsets on the
-// GPU are not validated (attention.h), and a bad one must not make a store leave the tensor.
+// Lengths and rows come from common/seqlen.h's sequence_rows, clamped to the grid's bounds
+// (max_seqlen) and to the packed tensors: offsets on the GPU are not validated (attention.h), and a
+// bad one must not make a store leave the tensor.
 //
-// Each construction reads the offsets anew (volatile loads, which the compiler may not merge): the
+// Each construction reads the offsets anew (OffsetLoad::Volatile, which the compiler may not merge): the
 // producer, the consumers' mainloop and the epilogue each build their own, so the epilogue's row
 // offsets are not held in registers through the mainloop (the d128 128 x 176 and d256 tiles have
 // none to spare: ptxas, 0 spills). Dense calls read kernel parameters, as before.
 #pragma once
+
+#include "cuda/common/seqlen.h"
 
 namespace flashcore::cuda::sm90 {
 
@@ -37,12 +40,14 @@ struct FwdSequence {
       tma_batch = batch;
       row_offset = params.row_offset;
     } else {
-      row_q = clamp(load(params.cu_seqlens_q + batch), params.total_q);
-      row_k = clamp(load(params.cu_seqlens_k + batch), params.total_k);
-      seqlen_q = min(clamp(load(params.cu_seqlens_q + batch + 1), params.total_q) - row_q, params.seqlen_q);
-      seqlen_k = min(clamp(load(params.cu_seqlens_k + batch + 1), params.total_k) - row_k, params.seqlen_k);
-      seqlen_q = max(seqlen_q, 0);
-      seqlen_k = max(seqlen_k, 0);
+      const SequenceRows q =
+          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
+      const SequenceRows k =
+          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
+      row_q = q.row;
+      row_k = k.row;
+      seqlen_q = q.len;
+      seqlen_k = k.len;
       tma_batch = 0;
       constexpr int kBlockM = Traits::kBlockM;
       row_offset =
@@ -53,13 +58,6 @@ struct FwdSequence {
   // m_blocks of this sequence (the scheduler's tiles of it per head).
   __forceinline__ __device__ int m_blocks() const { return (seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM; }
 
- private:
-  __forceinline__ __device__ static int clamp(int row, int total) { return min(max(row, 0), total); }
-  __forceinline__ __device__ static int load(int const* p) {
-    int v;
-    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-  }
 };
 
 }  // namespace flashcore::cuda::sm90

@@ -34,6 +34,8 @@
 
 #include <cutlass/fast_math.h>
 
+#include "cuda/common/seqlen.h"
+
 namespace flashcore::cuda::sm90 {
 
 struct FwdTile {
@@ -68,7 +70,7 @@ struct FwdVarlenSlots {
   };
 
   __host__ __device__ bool on() const { return cu_seqlens_q != nullptr; }
-  __device__ int row(int b) const { return min(max(cu_seqlens_q[b], 0), total_q); }
+  __device__ int row(int b) const { return sequence_row<OffsetLoad::Cached>(cu_seqlens_q, b, total_q); }
   __device__ static int div(cutlass::FastDivmod const& d, int x) {
     int q, r;
     d(q, r, x);
