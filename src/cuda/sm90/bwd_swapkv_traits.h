@@ -46,6 +46,7 @@ struct BwdTraitsSwapKV {
   static constexpr bool kIsCausal = kIsCausal_;
   // No dropout kernels at d > 128 (run_bwd_pass refuses a dropout call before launching).
   static constexpr bool kDropout = false;
+  static constexpr bool kScoreOptions = false;  // window/softcap/ALiBi: the d <= 128 option kernels only
 
   // Warp roles as in BwdTraits: warpgroup 0 produces, warpgroups 1 and 2 consume.
   static constexpr int kConsumerWGs = 2;
