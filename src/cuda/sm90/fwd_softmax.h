@@ -18,6 +18,28 @@
 
 namespace flashcore::cuda::sm90 {
 
+// Normalise the output rows by their sums and write each row's LSE = lse_base(r) + log(sum), the
+// one rule of both softmaxes' finalize (lse_base: the row max in natural units, or a fixed bound).
+// `row_has_keys(r)` says whether row r sees any key (AttentionMask::row_sees_a_key): a row that
+// sees none gets O = 0 (assigned: a masked 0 times a non-finite v may sit in its accumulator) and
+// LSE -inf. A row that sees keys keeps the formula's non-finite results: a NaN or +inf score
+// makes its sum NaN (O and LSE NaN); every visible score -inf makes it 0, and 0/0 is NaN.
+template <int kRows, class TensorO, class RowHasKeys, class LseBase>
+__forceinline__ __device__ void normalize_rows(TensorO& acc_o, float const (&row_sum)[kRows], float (&lse)[kRows],
+                                               RowHasKeys const& row_has_keys, LseBase const& lse_base) {
+  using namespace cute;
+  Tensor out = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = quad_allreduce_sum(row_sum[r]);
+    const bool has_keys = row_has_keys(r);
+    const float inv_sum = has_keys ? 1.0f / sum : 0.0f;
+    lse[r] = !has_keys ? -INFINITY : sum == 0.0f ? NAN : lse_base(r) + logf(sum);
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(out); ++c) out(r, c) = has_keys ? out(r, c) * inv_sum : 0.0f;
+  }
+}
+
 template <int kRows, int kExp2FmaEvery = 0>
 struct FwdSoftmax {
   static_assert(kExp2FmaEvery >= 0);
@@ -76,25 +98,12 @@ struct FwdSoftmax {
     }
   }
 
-  // Normalise the output rows and return, through `lse`, log(sum_j exp(scale * s_j)) per row.
-  // `row_has_keys(r)` says whether row r sees any key (AttentionMask::row_sees_a_key): a row that
-  // sees none gets O = 0 (assigned: a masked 0 times a non-finite v may sit in its accumulator) and
-  // LSE -inf. A row that sees keys keeps the formula's non-finite results: a NaN or +inf score
-  // makes its sum NaN (O and LSE NaN); every visible score -inf makes it 0, and 0/0 is NaN.
+  // Normalise the output rows and return, through `lse`, log(sum_j exp(scale * s_j)) per row
+  // (normalize_rows says what a row without keys, or with non-finite scores, gets).
   template <class TensorO, class RowHasKeys>
   __forceinline__ __device__ void finalize(TensorO& acc_o, float softmax_scale, float (&lse)[kRows],
                                            RowHasKeys const& row_has_keys) {
-    using namespace cute;
-    Tensor out = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const float sum = quad_allreduce_sum(row_sum[r]);
-      const bool has_keys = row_has_keys(r);
-      const float inv_sum = has_keys ? 1.0f / sum : 0.0f;
-      lse[r] = !has_keys ? -INFINITY : sum == 0.0f ? NAN : row_max[r] * softmax_scale + logf(sum);
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(out); ++c) out(r, c) = has_keys ? out(r, c) * inv_sum : 0.0f;
-    }
+    normalize_rows<kRows>(acc_o, row_sum, lse, row_has_keys, [&](int r) { return row_max[r] * softmax_scale; });
   }
 };
 
@@ -144,17 +153,7 @@ struct FwdSoftmaxBounded {
   template <class TensorO, class RowHasKeys>
   __forceinline__ __device__ void finalize(TensorO& acc_o, float unit, float (&lse)[kRows],
                                            RowHasKeys const& row_has_keys) {
-    using namespace cute;
-    Tensor out = make_tensor(acc_o.data(), wgmma_acc_as_rows_cols(acc_o.layout()));
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const float sum = quad_allreduce_sum(row_sum[r]);
-      const bool has_keys = row_has_keys(r);
-      const float inv_sum = has_keys ? 1.0f / sum : 0.0f;
-      lse[r] = !has_keys ? -INFINITY : sum == 0.0f ? NAN : unit + logf(sum);
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(out); ++c) out(r, c) = has_keys ? out(r, c) * inv_sum : 0.0f;
-    }
+    normalize_rows<kRows>(acc_o, row_sum, lse, row_has_keys, [&](int) { return unit; });
   }
 };
 
