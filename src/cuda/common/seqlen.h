@@ -53,6 +53,34 @@ __forceinline__ __device__ SequenceRows sequence_rows(const int* cu_seqlens, int
   return {row, max(min(next - row, max_len), 0)};
 }
 
+// One sequence's lengths and first rows in q and k, dense or read by sequence_rows (sm90's
+// FwdSequence and BwdSequence build on it; the first rows index the packed tensors' rows and the
+// tensors paired with each: out, the LSE and dout with q, v and the key gradients with k).
+struct SequenceExtent {
+  int seqlen_q;
+  int seqlen_k;
+  int row_q;  // 0 dense
+  int row_k;  // 0 dense
+
+  template <class Params>
+  __forceinline__ __device__ void set_dense(Params const& params) {
+    seqlen_q = params.seqlen_q;
+    seqlen_k = params.seqlen_k;
+    row_q = 0;
+    row_k = 0;
+  }
+
+  template <OffsetLoad kLoad, class Params>
+  __forceinline__ __device__ void set_varlen(Params const& params, int batch) {
+    const SequenceRows q = sequence_rows<kLoad>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
+    const SequenceRows k = sequence_rows<kLoad>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
+    row_q = q.row;
+    row_k = k.row;
+    seqlen_q = q.len;
+    seqlen_k = k.len;
+  }
+};
+
 struct SeqlenInfo {
   int seqlen_q;
   int seqlen_k;

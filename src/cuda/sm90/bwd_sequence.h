@@ -46,30 +46,16 @@ __forceinline__ __device__ bool bwd_is_varlen(Params const& params) {
   }
 }
 
-struct BwdSequence {
-  int seqlen_q;
-  int seqlen_k;
-  int row_q;      // first row of the sequence in q and dout (0 dense)
-  int row_k;      // ... in k, v, dk and dv
+struct BwdSequence : SequenceExtent {
   int tma_batch;  // the batch coordinate of the TMA tensors (0 varlen)
 
   template <class Params>
   __forceinline__ __device__ BwdSequence(Params const& params, int batch) {
     if (!bwd_is_varlen(params)) {
-      seqlen_q = params.seqlen_q;
-      seqlen_k = params.seqlen_k;
-      row_q = 0;
-      row_k = 0;
+      set_dense(params);
       tma_batch = batch;
     } else if constexpr (BwdParamsHaveVarlen<Params>::value) {
-      const SequenceRows q =
-          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
-      const SequenceRows k =
-          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
-      row_q = q.row;
-      row_k = k.row;
-      seqlen_q = q.len;
-      seqlen_k = k.len;
+      set_varlen<OffsetLoad::Volatile>(params, batch);
       tma_batch = 0;
     }
   }

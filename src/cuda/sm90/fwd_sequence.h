@@ -21,11 +21,7 @@
 namespace flashcore::cuda::sm90 {
 
 template <class Traits>
-struct FwdSequence {
-  int seqlen_q;
-  int seqlen_k;
-  int row_q;       // first row of the sequence in q, out and the LSE (0 dense)
-  int row_k;       // ... in k and v
+struct FwdSequence : SequenceExtent {
   int tma_batch;   // the batch coordinate of the TMA tensors (0 varlen)
   int row_offset;  // causal: tile-grid rows above the first query (Traits::Params::row_offset),
                    // a multiple of 16 with dropout (Params::row_offset_mask)
@@ -33,21 +29,11 @@ struct FwdSequence {
   template <class Params>
   __forceinline__ __device__ FwdSequence(Params const& params, int batch) {
     if (params.cu_seqlens_q == nullptr) {
-      seqlen_q = params.seqlen_q;
-      seqlen_k = params.seqlen_k;
-      row_q = 0;
-      row_k = 0;
+      set_dense(params);
       tma_batch = batch;
       row_offset = params.row_offset;
     } else {
-      const SequenceRows q =
-          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_q, batch, params.total_q, params.seqlen_q);
-      const SequenceRows k =
-          sequence_rows<OffsetLoad::Volatile>(params.cu_seqlens_k, batch, params.total_k, params.seqlen_k);
-      row_q = q.row;
-      row_k = k.row;
-      seqlen_q = q.len;
-      seqlen_k = k.len;
+      set_varlen<OffsetLoad::Volatile>(params, batch);
       tma_batch = 0;
       constexpr int kBlockM = Traits::kBlockM;
       row_offset =
