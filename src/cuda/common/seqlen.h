@@ -53,6 +53,23 @@ __forceinline__ __device__ SequenceRows sequence_rows(const int* cu_seqlens, int
   return {row, max(min(next - row, max_len), 0)};
 }
 
+// The sequence owning slot `slot` of a varlen grid whose sequence b starts at slot slot0(b): the
+// last b in [0, batch) with slot0(b) <= slot (slot0 is non-decreasing for valid offsets; for bad ones
+// the search still ends on some b in [0, batch)). batch >= 1.
+template <class SlotStart>
+__forceinline__ __device__ int sequence_of_slot(int batch, int slot, SlotStart const& slot0) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (slot0(mid) <= slot) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // One sequence's lengths and first rows in q and k, dense or read by sequence_rows (sm90's
 // FwdSequence and BwdSequence build on it; the first rows index the packed tensors' rows and the
 // tensors paired with each: out, the LSE and dout with q, v and the key gradients with k).

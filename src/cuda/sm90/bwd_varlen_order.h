@@ -53,21 +53,12 @@ constexpr int kVarlenOrderBins = 2048;
 
 template <int kBlockM, int kBlockN, bool kCausal>
 struct BwdVarlenOrder {
-  // The sequence owning slot `slot` (last b with slot0(b) <= slot; slot0 is non-decreasing for valid
-  // offsets, and for bad ones the search still ends on some b in [0, batch)), and the key block.
+  // The sequence owning slot `slot` (common/seqlen.h: sequence_of_slot), and the key block.
   __device__ static int2 block_of_slot(BwdVarlenOrderParams const& p, int slot) {
     if (p.batch <= 0) return {-1, 0};
     auto slot0 = [&](int b) { return sequence_row<OffsetLoad::Cached>(p.cu_seqlens_k, b, p.total_k) / kBlockN + b; };
-    int lo = 0, hi = p.batch - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (slot0(mid) <= slot) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return {lo, slot - slot0(lo)};
+    const int b = sequence_of_slot(p.batch, slot, slot0);
+    return {b, slot - slot0(b)};
   }
 
   // (seqlen_q, seqlen_k) of sequence b, clamped.

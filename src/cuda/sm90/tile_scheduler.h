@@ -83,16 +83,7 @@ struct FwdVarlenSlots {
   }
   // The sequence holding `slot`: the last b with slot0(b) <= slot.
   __device__ int sequence_of(int slot) const {
-    int lo = 0, hi = batch - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (slot0(mid) <= slot) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return lo;
+    return sequence_of_slot(batch, slot, [this](int b) { return slot0(b); });
   }
   __device__ Item item(int index) const {
     int slot, head;
